@@ -1,0 +1,5 @@
+import sys
+
+from flagproxy.cli import main
+
+sys.exit(main())
