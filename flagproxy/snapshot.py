@@ -1,0 +1,96 @@
+"""A snapshot: every flag of one upstream payload, compiled once and never changed afterwards.
+
+    snapshot = compile_snapshot(payload)                  # a client API payload (v1, v2) or a delta
+    snapshot.is_enabled("my-flag", {"userId": "42"})
+    snapshot.get_variant("my-flag", {"userId": "42"})     # {"name", "enabled", "feature_enabled", "payload"?}
+    snapshot.evaluate_all({"userId": "42"})               # the toggles the proxy would send, as dicts
+    body, deterministic = snapshot.evaluate_all_body(context, include_disabled=False)
+    body, deterministic, outcomes = snapshot.evaluate_named_body(context, ["a", "b"])
+
+Swapping snapshots is one reference assignment, so readers never see a half-built one. The body methods are
+the evaluator's own bound methods: the proxy's hot path calls straight into the compiled code.
+`deterministic` is False when an answer used randomness, the clock or a custom strategy, so a response
+cache must not reuse it. `outcomes` is one (name, enabled, variant name) per requested name, for metrics.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from flagproxy.compiler import apply_delta_events, build_flags
+from flagproxy.evaluator import engine_class
+from flagproxy.strategies import Strategy, by_name
+
+_log = logging.getLogger("flagproxy.snapshot")
+
+
+class Snapshot:
+    __slots__ = (
+        "evaluate_all_body",
+        "evaluate_named_body",
+        "get_variant",
+        "implementation",
+        "is_enabled",
+        "names",
+        "payload",
+        "warnings",
+    )
+
+    def __init__(self, payload: Mapping[str, Any], engine: Any, warnings: Sequence[str]) -> None:
+        self.payload = payload
+        self.warnings = tuple(warnings)
+        self.names: tuple[str, ...] = tuple(f.name for f in engine.flags)
+        self.implementation: str = engine.implementation
+        self.is_enabled = engine.is_enabled
+        self.get_variant = engine.get_variant
+        self.evaluate_all_body = engine.evaluate_all_body
+        self.evaluate_named_body = engine.evaluate_named_body
+
+    def evaluate_all(
+        self, context: Mapping[str, Any], include_disabled: bool = False
+    ) -> list[dict[str, Any]]:
+        """The toggles of GET /proxy (or /proxy/all with include_disabled) as Python objects."""
+        body, _ = self.evaluate_all_body(context, include_disabled)
+        return orjson.loads(body)["toggles"]
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+def compile_snapshot(
+    payload: Mapping[str, Any] | bytes | str,
+    *,
+    custom_strategies: Sequence[Strategy] = (),
+    logger: Any = None,
+    hostname: str | None = None,
+    implementation: str | None = None,
+) -> Snapshot:
+    """Compile a client API payload (version 1 or 2, or a delta `{"events": [...]}`) into a Snapshot.
+
+    A flag that cannot be compiled is off and logged as a warning naming it; the rest goes on. Raises
+    ValueError only when the payload is not a features document at all. `hostname` overrides the machine's
+    name for the applicationHostname strategy; `implementation` ("compiled" or "pure") overrides the
+    evaluator choice (tests and benchmarks compare the two).
+    """
+    if isinstance(payload, bytes | str):
+        try:
+            payload = orjson.loads(payload)
+        except orjson.JSONDecodeError as exc:
+            raise ValueError(f"not a client features document: {exc}") from exc
+    if not isinstance(payload, Mapping):
+        raise ValueError("not a client features document: expected a JSON object")
+    state = payload
+    if "features" not in payload and isinstance(payload.get("events"), list):
+        state = apply_delta_events(payload["events"])
+    flags, warnings = build_flags(state, by_name(custom_strategies), hostname)
+    log = logger if logger is not None else _log
+    for warning in warnings:
+        log.warning(warning)
+    return Snapshot(payload, engine_class(implementation)(flags), warnings)
+
+
+__all__ = ["Snapshot", "compile_snapshot"]

@@ -1,0 +1,28 @@
+"""Fixtures shared by every test folder.
+
+`implementation` runs a test once per evaluator, with readable ids ([compiled], [pure]) as multidict's
+conftest does. When the compiled extension is not built (a pure build, or FLAGPROXY_NO_EXTENSIONS=1), the
+compiled runs are skipped; tests/engine/test_selection.py makes sure that cannot happen unnoticed in CI.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+
+import pytest
+
+from flagproxy.evaluator import NO_EXTENSIONS
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+SPEC_DIR = REPO.parent / "shared" / "client-specification"
+COMPILED_AVAILABLE = importlib.util.find_spec("flagproxy._eval") is not None
+
+IMPLEMENTATIONS = ["pure"] if NO_EXTENSIONS else ["compiled", "pure"]
+
+
+@pytest.fixture(params=IMPLEMENTATIONS)
+def implementation(request: pytest.FixtureRequest) -> str:
+    if request.param == "compiled" and not COMPILED_AVAILABLE:
+        pytest.skip("the compiled evaluator is not built")
+    return request.param
