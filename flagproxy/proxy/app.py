@@ -1,0 +1,499 @@
+"""The app factory: `create_app(settings)` → a Sanic app serving every proxy route.
+
+Request order (proxy-behaviour.md section 1, with SPEC.md's readiness rule first): not ready → 503 for
+every request; then 415 (content type) → 400 (JSON syntax, validation) → 401 (key) → 501 (/proxy/all off)
+→ 200/304. The hot routes are plain Sanic handlers closing over what they need: no middleware, no
+sanic-ext, one snapshot read, one engine call that returns the finished body, one hash for the ETag.
+
+Unknown paths, other methods, any-case paths (`/PROXY`) and preflights reach Sanic's NotFound /
+MethodNotAllowed handler (`_fallback`), which answers them as Express does; the common paths never pay
+for that.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import orjson
+from sanic import HTTPResponse, Request, Sanic
+from sanic.exceptions import BadRequest, MethodNotAllowed, NotFound, PayloadTooLarge
+
+from flagproxy.proxy import responses as r
+from flagproxy.proxy.auth import KeyRing
+from flagproxy.proxy.context import body_context, parse_toggles, query_context
+from flagproxy.proxy.cors import CorsPolicy
+from flagproxy.proxy.docs_page import build_docs_page
+from flagproxy.proxy.enrichers import EnricherError, enrich
+from flagproxy.proxy.errors import ClientError, parse_error, type_error
+from flagproxy.proxy.etag import none_match, weak_etag
+from flagproxy.proxy.logger import make_logger
+from flagproxy.proxy.openapi import build_openapi
+from flagproxy.proxy.schemas import check_metrics, check_register
+from flagproxy.proxy.settings import ProxySettings
+from flagproxy.proxy.store import SnapshotStore
+from flagproxy.proxy.trust import client_address
+from flagproxy.sync.backup import FileStorageProvider
+from flagproxy.sync.metrics import MetricsCollector
+from flagproxy.sync.service import SyncService
+from flagproxy.sync.upstream import UpstreamConfig
+
+BODY_LIMIT = 102400  # bytes, the Node proxy's (body-parser's) 100 kB
+_app_numbers = itertools.count(1)
+Handler = Callable[[Request], Awaitable[HTTPResponse]]
+
+
+def create_app(
+    settings: ProxySettings | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    log_warnings: bool = True,
+    **options: Any,
+) -> Sanic:
+    """Build the proxy app. Without `settings`, `options` (keywords, SPEC.md names too) and `env`
+    (default os.environ) are resolved with ProxySettings.load; a bad option raises ConfigError."""
+    if settings is None:
+        settings = ProxySettings.load(options, os.environ if env is None else env)
+    elif options:
+        raise TypeError("pass either settings or options, not both")
+    return _ProxyApp(settings, log_warnings).app
+
+
+class _ProxyApp:
+    def __init__(self, settings: ProxySettings, log_warnings: bool) -> None:
+        self.settings = s = settings
+        self.logger = make_logger(s.logger, s.log_level, s.use_json_logger)
+        self.store = SnapshotStore(custom_strategies=s.custom_strategies, logger=self.logger)
+        self.collector = MetricsCollector()
+        self.cors = CorsPolicy(s)
+        self.client_keys = KeyRing(s.accepted_client_keys)
+        self.server_keys = KeyRing(s.exp_server_side_sdk_config_tokens)
+        self.log_warnings = log_warnings
+        self.sync: SyncService | None = None
+
+        app = Sanic(f"flagproxy-proxy-{next(_app_numbers)}", configure_logging=False)
+        app.config.AUTO_EXTEND = False  # keep sanic-ext's per-request machinery off every route
+        app.config.KEEP_ALIVE_TIMEOUT = 5
+        app.config.REQUEST_MAX_SIZE = BODY_LIMIT
+        app.config.ACCESS_LOG = s.log_level == "debug"
+        app.config.NOISY_EXCEPTIONS = False
+        app.ctx.proxy = self
+        app.ctx.settings = s
+        app.ctx.store = self.store
+        app.ctx.collector = self.collector
+        self.app = app
+        self.routes: dict[tuple[str, str], Handler] = {}
+        self._add_routes()
+        app.error_handler.add(NotFound, self._fallback)
+        app.error_handler.add(MethodNotAllowed, self._fallback)
+        app.error_handler.add(PayloadTooLarge, self._too_large)
+        app.error_handler.add(BadRequest, self._bad_http)
+        app.error_handler.add(Exception, self._unexpected)
+        app.register_listener(self._start_sync, "before_server_start")
+        app.register_listener(self._stop_sync, "after_server_stop")
+
+    # ---- wiring -------------------------------------------------------------------------------------
+
+    def _add_routes(self) -> None:
+        base = self.settings.proxy_base_path
+        p = base + "/proxy"
+        get, post = ["GET", "HEAD"], ["POST"]
+        self._route(p, get, "toggles_get", self._make_get_toggles(include_disabled=False))
+        self._route(p, post, "toggles_post", self._make_post_toggles(include_disabled=False))
+        self._route(p + "/all", get, "all_get", self._make_get_toggles(include_disabled=True))
+        self._route(p + "/all", post, "all_post", self._make_post_toggles(include_disabled=True))
+        self._route(p + "/client/metrics", post, "client_metrics", self._client_metrics)
+        self._route(p + "/all/client/metrics", post, "all_client_metrics", self._client_metrics)
+        self._route(p + "/client/register", post, "client_register", self._client_register)
+        self._route(p + "/client/features", get, "client_features", self._client_features)
+        self._route(p + "/health", get, "health", self._health)
+        self._route(p + "/internal-backstage/prometheus", get, "prometheus", self._prometheus)
+        if self.settings.enable_oas:
+            spec = build_openapi(base, self.settings.client_keys_header_name)
+            self.openapi_body = orjson.dumps(spec)
+            self.docs_body = build_docs_page(spec)
+            self._route(base + "/docs/openapi.json", get, "openapi_json", self._openapi_json)
+            self._route(base + "/docs/openapi", get, "openapi_page", self._openapi_page)
+
+    def _route(self, path: str, methods: list[str], name: str, handler: Handler) -> None:
+        self.app.add_route(handler, path, methods=methods, name=name, strict_slashes=False)
+        for method in methods:
+            self.routes[(method, path.lower())] = handler
+
+    async def _start_sync(self, app: Sanic) -> None:
+        s = self.settings
+        if self.log_warnings:
+            for warning in s.warnings:
+                self.logger.warn(warning)
+        config = UpstreamConfig(
+            url=s.service_url,
+            token=s.service_api_token,
+            app_name=s.service_app_name,
+            instance_id=s.service_instance_id,
+            refresh_interval=s.refresh_interval,
+            metrics_interval=s.metrics_interval,
+            project=s.project_name,
+            name_prefix=s.name_prefix,
+            tags=s.tags,
+            verify_tls=s.http_options_reject_unauthorized,
+            http_proxy=s.http_proxy,
+            https_proxy=s.https_proxy,
+            no_proxy=s.no_proxy,
+        )
+        self.sync = SyncService(
+            config,
+            install=self.store.install,
+            touch=self.store.touch,
+            is_ready=lambda: self.store.ready,
+            collector=self.collector,
+            logger=self.logger,
+            storage=s.storage_provider if s.storage_provider is not None else FileStorageProvider(),
+            bootstrap_url=s.exp_bootstrap_url,
+            bootstrap_authorization=s.exp_bootstrap_authorization,
+            metrics_jitter=s.metrics_jitter,
+            custom_strategy_names=[st.name for st in s.custom_strategies],
+        )
+        app.ctx.sync = self.sync
+        await self.sync.start()
+
+    async def _stop_sync(self, app: Sanic) -> None:
+        if self.sync is not None:
+            await self.sync.stop()
+
+    # ---- response helpers ---------------------------------------------------------------------------
+
+    def _cors(self, request: Request) -> dict[str, str]:
+        return self.cors.actual(request.headers.get("origin"))
+
+    def _fixed(self, request: Request, status: int, body: bytes, content_type: str) -> HTTPResponse:
+        cors = self._cors(request)
+        headers = {**cors, "ETag": r.ETAGS[body], "Vary": _vary(cors), "Keep-Alive": r.KEEP_ALIVE}
+        return HTTPResponse(body, status=status, headers=headers, content_type=content_type)
+
+    def _not_ready(self, request: Request) -> HTTPResponse:
+        return self._fixed(request, 503, r.NOT_READY, r.HTML)
+
+    def _unauthorized(self, request: Request) -> HTTPResponse:
+        return self._fixed(request, 401, r.UNAUTHORIZED, r.TEXT)
+
+    def _json_error(self, request: Request, status: int, body: bytes) -> HTTPResponse:
+        cors = self._cors(request)
+        headers = {**cors, "ETag": weak_etag(body), "Vary": _vary(cors), "Keep-Alive": r.KEEP_ALIVE}
+        return HTTPResponse(body, status=status, headers=headers, content_type=r.JSON)
+
+    def _client_error(self, request: Request, error: ClientError) -> HTTPResponse:
+        return self._json_error(request, error.status, error.body)
+
+    def _cached_json(self, request: Request, body: bytes, etag: str, conditional: bool) -> HTTPResponse:
+        """200 with Cache-control and ETag, or 304 when a GET/HEAD's If-None-Match matches."""
+        cors = self._cors(request)
+        headers = request.headers
+        if conditional and none_match(headers.get("if-none-match"), etag) and not _no_cache(request):
+            return HTTPResponse(
+                status=304,
+                headers={**cors, "Cache-control": r.CACHE_CONTROL, "ETag": etag, "Keep-Alive": r.KEEP_ALIVE},
+            )
+        return HTTPResponse(
+            body,
+            headers={
+                **cors,
+                "Cache-control": r.CACHE_CONTROL,
+                "ETag": etag,
+                "Vary": _vary(cors),
+                "Keep-Alive": r.KEEP_ALIVE,
+            },
+            content_type=r.JSON,
+        )
+
+    # ---- context ------------------------------------------------------------------------------------
+
+    def _make_context_finisher(self) -> Callable[[dict[str, Any], Request], Awaitable[dict[str, Any]]]:
+        s = self.settings
+        trust = s.trust_proxy
+        forced_environment = s.environment
+        app_name = s.service_app_name
+        enrichers = s.exp_custom_enrichers
+
+        async def finish(context: dict[str, Any], request: Request) -> dict[str, Any]:
+            if "remoteAddress" not in context:
+                socket_address = request.ip
+                context["remoteAddress"] = (
+                    client_address(socket_address, request.headers.get("x-forwarded-for"), trust)
+                    if trust.enabled
+                    else socket_address
+                )
+            if enrichers:
+                context = await enrich(context, enrichers)
+            if forced_environment is not None:
+                context["environment"] = forced_environment
+            elif "environment" not in context:
+                context["environment"] = "default"  # the Node SDK's static context underneath the request's
+            if "appName" not in context:
+                context["appName"] = app_name
+            return context
+
+        return finish
+
+    # ---- toggle routes (hot) ------------------------------------------------------------------------
+
+    def _make_get_toggles(self, include_disabled: bool) -> Handler:
+        store = self.store
+        client_keys = self.client_keys
+        key_header = self.settings.client_keys_header_name
+        all_enabled = self.settings.enable_all_endpoint
+        finish = self._make_context_finisher()
+        cached_json = self._cached_json
+
+        async def get_toggles(request: Request) -> HTTPResponse:
+            snapshot = store.current
+            if snapshot is None:
+                return self._not_ready(request)
+            try:
+                context = query_context(request.query_string)
+            except ClientError as error:
+                return self._client_error(request, error)
+            if not client_keys.accepts(request.headers.get(key_header)):
+                return self._unauthorized(request)
+            if include_disabled and not all_enabled:
+                return self._fixed(request, 501, r.ALL_DISABLED, r.HTML)
+            try:
+                context = await finish(context, request)
+            except EnricherError as error:
+                return self._enricher_failed(request, error)
+            body, _deterministic = snapshot.evaluate_all_body(context, include_disabled)
+            return cached_json(request, body, weak_etag(body), True)
+
+        return get_toggles
+
+    def _make_post_toggles(self, include_disabled: bool) -> Handler:
+        store = self.store
+        client_keys = self.client_keys
+        key_header = self.settings.client_keys_header_name
+        all_enabled = self.settings.enable_all_endpoint
+        finish = self._make_context_finisher()
+        collector = self.collector
+        cached_json = self._cached_json
+
+        async def post_toggles(request: Request) -> HTTPResponse:
+            snapshot = store.current
+            if snapshot is None:
+                return self._not_ready(request)
+            try:
+                body = _read_json(request)
+                if not isinstance(body, dict):
+                    raise type_error("/body", "#/components/schemas/lookupTogglesSchema", "object")
+                names = parse_toggles(body)
+                context = body_context(body)
+            except ClientError as error:
+                return self._client_error(request, error)
+            if not client_keys.accepts(request.headers.get(key_header)):
+                return self._unauthorized(request)
+            if include_disabled and not all_enabled:
+                return self._fixed(request, 501, r.ALL_DISABLED, r.HTML)
+            try:
+                context = await finish(context, request)
+            except EnricherError as error:
+                return self._enricher_failed(request, error)
+            if names is None:
+                payload, _deterministic = snapshot.evaluate_all_body(context, include_disabled)
+            else:
+                payload, _deterministic, outcomes = snapshot.evaluate_named_body(context, names)
+                collector.counts.count_outcomes(outcomes)
+            # POST answers are never 304 (Express's `fresh` only applies to GET and HEAD).
+            return cached_json(request, payload, weak_etag(payload), False)
+
+        return post_toggles
+
+    def _enricher_failed(self, request: Request, error: EnricherError) -> HTTPResponse:
+        self.logger.error(f"A custom context enricher failed: {error}")
+        return self._json_error(request, 500, orjson.dumps(r.whoops(str(error))))
+
+    # ---- other routes -------------------------------------------------------------------------------
+
+    def _accepts_any_key(self, request: Request) -> bool:
+        presented = request.headers.get(self.settings.client_keys_header_name)
+        # Both checks always run, so timing does not tell which kind of key was presented.
+        client = self.client_keys.accepts(presented)
+        server = self.server_keys.accepts(presented)
+        return client or server
+
+    async def _client_metrics(self, request: Request) -> HTTPResponse:
+        if not self.store.ready:
+            return self._not_ready(request)
+        try:
+            toggles = check_metrics(_read_json(request))
+        except ClientError as error:
+            return self._client_error(request, error)
+        if not self._accepts_any_key(request):
+            return self._unauthorized(request)
+        self.collector.counts.merge(toggles)
+        return self._fixed(request, 200, r.ACCEPTED, r.TEXT)
+
+    async def _client_register(self, request: Request) -> HTTPResponse:
+        if not self.store.ready:
+            return self._not_ready(request)
+        try:
+            check_register(_read_json(request))
+        except ClientError as error:
+            return self._client_error(request, error)
+        if not self._accepts_any_key(request):
+            return self._unauthorized(request)
+        return self._fixed(request, 200, r.ACCEPTED, r.TEXT)
+
+    async def _client_features(self, request: Request) -> HTTPResponse:
+        snapshot = self.store.current
+        if snapshot is None:
+            return self._not_ready(request)
+        if not self.server_keys.accepts(request.headers.get(self.settings.client_keys_header_name)):
+            return self._unauthorized(request)
+        return self._cached_json(request, snapshot.features_body, snapshot.features_etag, True)
+
+    async def _health(self, request: Request) -> HTTPResponse:
+        if not self.store.ready:
+            return self._not_ready(request)
+        response = self._fixed(request, 200, r.HEALTH_OK, r.HTML)
+        if none_match(request.headers.get("if-none-match"), r.ETAGS[r.HEALTH_OK]):
+            return HTTPResponse(status=304, headers={**self._cors(request), "ETag": r.ETAGS[r.HEALTH_OK]})
+        return response
+
+    async def _prometheus(self, request: Request) -> HTTPResponse:
+        if not self.store.ready:
+            return self._not_ready(request)
+        body = (
+            "# HELP last_metrics_update_epoch_timestamp_ms An epoch timestamp (in milliseconds) set to when "
+            "the proxy last got an update from upstream\n"
+            "# TYPE last_metrics_update_epoch_timestamp_ms gauge\n"
+            f"last_metrics_update_epoch_timestamp_ms {self.store.last_update_ms}\n\n"
+            "# HELP last_metrics_fetch_epoch_timestamp_ms An epoch timestamp (in milliseconds) set to when "
+            "the proxy last checked upstream (regardless if there was an update or not)\n"
+            "# TYPE last_metrics_fetch_epoch_timestamp_ms gauge\n"
+            f"last_metrics_fetch_epoch_timestamp_ms {self.store.last_fetch_ms}\n\n"
+            "# HELP unleash_proxy_up Indication that the service is up.\n"
+            "# TYPE unleash_proxy_up counter\n"
+            "unleash_proxy_up 1\n"
+        ).encode()
+        cors = self._cors(request)
+        return HTTPResponse(
+            body,
+            headers={**cors, "ETag": weak_etag(body), "Vary": _vary(cors), "Keep-Alive": r.KEEP_ALIVE},
+            content_type="text/plain; charset=utf-8; version=0.0.4",
+        )
+
+    async def _openapi_json(self, request: Request) -> HTTPResponse:
+        if not self.store.ready:
+            return self._not_ready(request)
+        # The Node proxy mounts /docs before its CORS middleware: no CORS headers here either.
+        return HTTPResponse(self.openapi_body, content_type=r.JSON, headers={"Keep-Alive": r.KEEP_ALIVE})
+
+    async def _openapi_page(self, request: Request) -> HTTPResponse:
+        if not self.store.ready:
+            return self._not_ready(request)
+        return HTTPResponse(self.docs_body, content_type=r.HTML, headers={"Keep-Alive": r.KEEP_ALIVE})
+
+    # ---- everything else ----------------------------------------------------------------------------
+
+    async def _fallback(self, request: Request, exception: Exception) -> HTTPResponse:
+        """Preflights, any-case paths and unknown routes (NotFound / MethodNotAllowed)."""
+        if not self.store.ready:
+            return self._not_ready(request)
+        path = request.path
+        key = path.lower().rstrip("/") or "/"
+        if request.method == "OPTIONS":
+            return self._options(request, key)
+        handler = self.routes.get((request.method, key))
+        if handler is not None:
+            return await handler(request)
+        return self._not_found(request, {})
+
+    def _options(self, request: Request, key: str) -> HTTPResponse:
+        preflight = self.cors.preflight(
+            request.headers.get("origin"), request.headers.get("access-control-request-headers")
+        )
+        if not self.cors.preflight_continue:
+            return HTTPResponse(
+                status=self.cors.success_status,
+                headers={**preflight, "Keep-Alive": r.KEEP_ALIVE},
+            )
+        # preflightContinue: the request goes on to the routes, where Express answers OPTIONS itself.
+        allowed = sorted({m for (m, p) in self.routes if p == key})
+        if not allowed:
+            return self._not_found(request, preflight)
+        body = ",".join(allowed).encode()
+        vary = preflight.pop("Vary", None)
+        headers = {
+            **preflight,
+            "Allow": body.decode(),
+            "ETag": weak_etag(body),
+            "Vary": f"{vary}, Accept-Encoding" if vary else "Accept-Encoding",
+            "Keep-Alive": r.KEEP_ALIVE,
+        }
+        return HTTPResponse(body, status=200, headers=headers, content_type=r.HTML)
+
+    def _not_found(self, request: Request, cors: dict[str, str]) -> HTTPResponse:
+        cors = {**(cors or self._cors(request))}
+        vary = cors.pop("Vary", None)
+        body = r.not_found_page(request.method, request.path)
+        headers = {
+            **cors,
+            **r.NOT_FOUND_HEADERS,
+            "Vary": f"{vary}, Accept-Encoding" if vary else "Accept-Encoding",
+            "Keep-Alive": r.KEEP_ALIVE,
+        }
+        return HTTPResponse(body, status=404, headers=headers, content_type=r.HTML)
+
+    async def _too_large(self, request: Request, exception: Exception) -> HTTPResponse:
+        if not self.store.ready:
+            return self._not_ready(request)
+        return self._json_error(request, 413, orjson.dumps({"error": "request entity too large"}))
+
+    async def _bad_http(self, request: Request, exception: Exception) -> HTTPResponse:
+        if request is not None and not self.store.ready:
+            return self._not_ready(request)
+        body = orjson.dumps({"error": f"Bad request: {exception}"})
+        return HTTPResponse(body, status=400, content_type=r.JSON)
+
+    async def _unexpected(self, request: Request, exception: Exception) -> HTTPResponse:
+        self.logger.error(f"Unexpected error on {request.method} {request.path}: {exception!r}")
+        body = orjson.dumps(r.whoops(str(exception)))
+        return HTTPResponse(body, status=500, content_type=r.JSON)
+
+
+def _vary(cors: dict[str, str]) -> str:
+    vary = cors.get("Vary")
+    return f"{vary}, Accept-Encoding" if vary else "Accept-Encoding"
+
+
+def _no_cache(request: Request) -> bool:
+    cache_control = request.headers.get("cache-control")
+    return cache_control is not None and "no-cache" in cache_control
+
+
+def _read_json(request: Request) -> Any:
+    """The request body as JSON, checked as the Node proxy checks it (415, then 400); empty → {}."""
+    headers = request.headers
+    if "content-length" in headers or "transfer-encoding" in headers:
+        content_type = headers.get("content-type")
+        if content_type:
+            media, _, parameters = content_type.partition(";")
+            if media.strip().lower() != "application/json":
+                raise ClientError(
+                    415, {"error": f"Unsupported content type {media.strip()!r}: send application/json"}
+                )
+            for parameter in parameters.split(";"):
+                name, _, value = parameter.partition("=")
+                charset = value.strip().strip('"').lower()
+                if name.strip().lower() == "charset" and charset not in ("utf-8", "utf8"):
+                    raise ClientError(415, {"error": f'unsupported charset "{charset.upper()}"'})
+    raw = request.body
+    if not raw or not raw.strip():
+        return {}
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise parse_error(str(exc)) from None
+    if not isinstance(value, dict | list):
+        # body-parser's strict mode: only objects and arrays are JSON documents here.
+        raise parse_error(f"JSON text must be an object or an array, not {type(value).__name__}")
+    return value

@@ -1,0 +1,81 @@
+"""The one place the proxy talks to the engine: compile a payload, keep the current snapshot.
+
+`store.current` is read once per request; installing a new payload compiles it fully first and then
+swaps one reference, so a request sees either the old snapshot or the new one, never a mix. Everything
+that does not depend on the request is done here, once per snapshot: the /proxy/client/features body
+and its ETag.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from flagproxy.proxy.etag import weak_etag
+from flagproxy.snapshot import compile_snapshot
+
+
+class ServedSnapshot:
+    """A compiled snapshot plus the per-snapshot response parts."""
+
+    __slots__ = (
+        "evaluate_all_body",
+        "evaluate_named_body",
+        "features_body",
+        "features_etag",
+        "names",
+        "payload",
+        "revision",
+        "snapshot",
+        "source",
+    )
+
+    def __init__(self, snapshot: Any, payload: Mapping[str, Any], revision: int, source: str) -> None:
+        self.snapshot = snapshot
+        self.payload = payload
+        self.revision = revision
+        self.source = source
+        self.names = snapshot.names
+        self.evaluate_all_body = snapshot.evaluate_all_body
+        self.evaluate_named_body = snapshot.evaluate_named_body
+        # What server-side SDKs and other proxies read. Unlike the Node proxy this keeps `segments`,
+        # so a downstream SDK can evaluate segment constraints.
+        document: dict[str, Any] = {"version": 2, "features": payload.get("features", [])}
+        if "segments" in payload:
+            document["segments"] = payload["segments"]
+        self.features_body = orjson.dumps(document)
+        self.features_etag = weak_etag(self.features_body)
+
+
+class SnapshotStore:
+    def __init__(self, *, custom_strategies: Sequence[Any] = (), logger: Any = None) -> None:
+        self.custom_strategies = tuple(custom_strategies)
+        self.logger = logger
+        self.current: ServedSnapshot | None = None
+        self.revision = 0
+        self.last_update_ms = 0  # when the flags last changed
+        self.last_fetch_ms = 0  # when the upstream was last asked, changed or not
+
+    @property
+    def ready(self) -> bool:
+        return self.current is not None
+
+    def install(self, payload: Mapping[str, Any], source: str) -> ServedSnapshot:
+        """Compile and swap in `payload`; raises ValueError (nothing changes) if it is not a features doc."""
+        if not isinstance(payload, Mapping) or not (
+            isinstance(payload.get("features"), list) or isinstance(payload.get("events"), list)
+        ):
+            raise ValueError("not a client features document (no `features` list)")
+        snapshot = compile_snapshot(payload, custom_strategies=self.custom_strategies, logger=self.logger)
+        self.revision += 1
+        served = ServedSnapshot(snapshot, payload, self.revision, source)
+        self.current = served
+        self.last_update_ms = self.last_fetch_ms = int(time.time() * 1000)
+        return served
+
+    def touch(self) -> None:
+        """The upstream answered 304: nothing changed, but it was checked."""
+        self.last_fetch_ms = int(time.time() * 1000)

@@ -1,0 +1,177 @@
+"""One proxy process's sync: backup → bootstrap → poll, register once, send metrics; stop cleanly.
+
+Start-up order: the backup (if it holds at least one feature) and the bootstrap document make the proxy
+ready before the upstream answers (DESIGN D4); the first upstream payload replaces either, and from then
+on the bootstrap is ignored. Registration is sent once, after the first upstream payload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import platform
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from flagproxy.sync.backup import call
+from flagproxy.sync.metrics import MetricsCollector, MetricsSender
+from flagproxy.sync.poller import Poller
+from flagproxy.sync.upstream import CLIENT_SPEC_VERSION, SDK_NAME, UpstreamClient, UpstreamConfig
+
+BUILTIN_STRATEGIES = (
+    "default",
+    "applicationHostname",
+    "gradualRolloutRandom",
+    "gradualRolloutUserId",
+    "gradualRolloutSessionId",
+    "userWithId",
+    "remoteAddress",
+    "flexibleRollout",
+)
+
+
+class SyncService:
+    def __init__(
+        self,
+        config: UpstreamConfig,
+        *,
+        install: Callable[[dict[str, Any], str], Any],
+        touch: Callable[[], None],
+        is_ready: Callable[[], bool],
+        collector: MetricsCollector,
+        logger: Any,
+        storage: Any = None,
+        bootstrap_url: str | None = None,
+        bootstrap_authorization: str | None = None,
+        metrics_jitter: int = 0,
+        custom_strategy_names: Sequence[str] = (),
+        client: Any = None,
+    ) -> None:
+        self.config = config
+        self.install = install
+        self.is_ready = is_ready
+        self.logger = logger
+        self.storage = storage
+        self.bootstrap_url = bootstrap_url
+        self.bootstrap_authorization = bootstrap_authorization
+        self.custom_strategy_names = tuple(custom_strategy_names)
+        self.client = client if client is not None else UpstreamClient(config)
+        self.collector = collector
+        self.poller = Poller(
+            self.client,
+            interval_ms=config.refresh_interval,
+            on_update=self._upstream_payload,
+            on_not_modified=touch,
+            logger=logger,
+        )
+        self.metrics = MetricsSender(
+            collector,
+            self.client,
+            app_name=config.app_name,
+            instance_id=config.instance_id,
+            connection_id=config.connection_id,
+            interval_ms=config.metrics_interval,
+            jitter_ms=metrics_jitter,
+            logger=logger,
+        )
+        self.started = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        self.from_upstream = False
+        self.registered: asyncio.Task[Any] | None = None
+        self.tasks: list[asyncio.Task[Any]] = []
+
+    @property
+    def storage_key(self) -> str:
+        return self.config.app_name
+
+    def _install(self, payload: dict[str, Any], source: str) -> bool:
+        was_ready = self.is_ready()
+        try:
+            self.install(payload, source)
+        except ValueError as exc:
+            self.logger.error(f"Ignoring the features document from the {source}: {exc}")
+            return False
+        if not was_ready:
+            self.logger.info(f"Flags loaded from the {source}. Proxy is now ready to receive traffic.")
+        return True
+
+    async def _upstream_payload(self, payload: dict[str, Any]) -> bool:
+        if not self._install(payload, "upstream"):
+            return False
+        self.from_upstream = True
+        if self.storage is not None:
+            try:
+                await call(self.storage.set, self.storage_key, payload)
+            except Exception as exc:  # a full disk must not stop serving
+                self.logger.warn(f"Could not back up the features: {exc!r}")
+        if self.registered is None and self.config.metrics_interval > 0:
+            self.registered = asyncio.get_running_loop().create_task(self.register())
+        return True
+
+    async def load_backup(self) -> None:
+        if self.storage is None:
+            return
+        try:
+            payload = await call(self.storage.get, self.storage_key)
+        except Exception as exc:
+            self.logger.warn(f"Could not read the features backup: {exc!r}")
+            return
+        if isinstance(payload, dict) and payload.get("features"):
+            self._install(payload, "backup")
+
+    async def bootstrap(self) -> None:
+        assert self.bootstrap_url is not None
+        document = await self.client.fetch_document(self.bootstrap_url, self.bootstrap_authorization)
+        if isinstance(document, str):
+            self.logger.warn(f"Bootstrap from {self.bootstrap_url} failed: {document}")
+            return
+        if self.from_upstream:
+            return  # the upstream already answered; its flags are newer
+        if not document.get("features"):
+            self.logger.warn(f"Bootstrap document at {self.bootstrap_url} has no features; ignored")
+            return
+        self._install(document, "bootstrap")
+
+    def register_body(self) -> dict[str, Any]:
+        c = self.config
+        return {
+            "appName": c.app_name,
+            "instanceId": c.instance_id,
+            "sdkVersion": SDK_NAME,
+            "strategies": [*BUILTIN_STRATEGIES, *self.custom_strategy_names],
+            "started": self.started,
+            "interval": c.metrics_interval,
+            "connectionId": c.connection_id,
+            "platformName": platform.python_implementation().lower(),
+            "platformVersion": platform.python_version(),
+            "yggdrasilVersion": None,
+            "specVersion": CLIENT_SPEC_VERSION,
+        }
+
+    async def register(self) -> None:
+        status = await self.client.register(self.register_body())
+        if not (isinstance(status, int) and 200 <= status < 300):
+            self.logger.warn(f"Registering with the upstream failed ({status})")
+
+    async def start(self) -> None:
+        await self.load_backup()
+        loop = asyncio.get_running_loop()
+        if self.bootstrap_url:
+            self.tasks.append(loop.create_task(self.bootstrap()))
+        self.tasks.append(loop.create_task(self.poller.run()))
+        if self.config.metrics_interval > 0:
+            self.tasks.append(loop.create_task(self.metrics.run()))
+
+    async def stop(self, flush_timeout: float = 2.0) -> None:
+        tasks = [*self.tasks, *([self.registered] if self.registered else [])]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self.tasks = []
+        if self.config.metrics_interval > 0:
+            # What was counted since the last flush would otherwise be lost with this process.
+            with contextlib.suppress(asyncio.TimeoutError, Exception):
+                await asyncio.wait_for(self.metrics.flush(), flush_timeout)
+        await self.client.close()

@@ -1,0 +1,220 @@
+"""The upstream client API over aiohttp: what the Node proxy's SDK sends, header for header.
+
+`fetch_features(etag)` answers `Updated(payload, etag)`, `NOT_MODIFIED` or `Failed(...)`, never raises for
+network trouble: the poller decides what a failure means. Filters (project, namePrefix, tag) go in the
+query string in the Node SDK's order. HTTP_PROXY/HTTPS_PROXY/NO_PROXY and rejectUnauthorized apply to
+every upstream request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+from urllib.request import proxy_bypass_environment
+
+import aiohttp
+import orjson
+import yarl
+
+from flagproxy import __version__
+
+CLIENT_SPEC_VERSION = "5.2.0"
+SDK_NAME = f"flagproxy:{__version__}"
+# Upstream statuses worth retrying with backoff (the Node SDK's list, plus 408 and 5xx in general).
+RETRIABLE = frozenset((404, 408, 429))
+
+
+@dataclass(frozen=True, kw_only=True)
+class UpstreamConfig:
+    url: str
+    token: str
+    app_name: str
+    instance_id: str
+    refresh_interval: int = 5000
+    metrics_interval: int = 30000
+    project: str | None = None
+    name_prefix: str | None = None
+    tags: tuple[tuple[str, str], ...] = ()
+    verify_tls: bool = True
+    http_proxy: str | None = None
+    https_proxy: str | None = None
+    no_proxy: str | None = None
+    timeout_seconds: float = 10.0
+    connection_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+
+
+@dataclass(frozen=True)
+class Updated:
+    payload: dict[str, Any]
+    etag: str | None
+
+
+class _NotModified:
+    def __repr__(self) -> str:
+        return "NOT_MODIFIED"
+
+
+NOT_MODIFIED = _NotModified()
+
+
+@dataclass(frozen=True)
+class Failed:
+    """kind: "retry" (timeouts, 5xx, 429, 404: back off), "auth" (401/403), "other" (anything else)."""
+
+    kind: str
+    reason: str
+    status: int | None = None
+
+
+FetchResult = Updated | _NotModified | Failed
+
+
+def base_url(url: str) -> str:
+    """The Node SDK's normalisation: drop a trailing `/features`, end with one `/`."""
+    url = url.rstrip("/")
+    if url.endswith("/features") and not url.endswith("/client/features"):
+        url = url[: -len("/features")]
+    return url + "/"
+
+
+def features_url(config: UpstreamConfig) -> str:
+    query: list[tuple[str, str]] = []
+    if config.project:
+        query.append(("project", config.project))
+    if config.name_prefix:
+        query.append(("namePrefix", config.name_prefix))
+    query += [("tag", f"{name}:{value}") for name, value in config.tags]
+    url = base_url(config.url) + "client/features"
+    return url + ("?" + urlencode(query) if query else "")
+
+
+def classify_status(status: int) -> str:
+    if status in (401, 403):
+        return "auth"
+    if status in RETRIABLE or status >= 500:
+        return "retry"
+    return "other"
+
+
+class UpstreamClient:
+    def __init__(self, config: UpstreamConfig) -> None:
+        self.config = config
+        self._session: aiohttp.ClientSession | None = None
+        self.features_url = features_url(config)
+
+    def _headers(self, interval: int | None) -> dict[str, str]:
+        c = self.config
+        return {
+            "User-Agent": c.app_name,
+            "unleash-appname": c.app_name,
+            "UNLEASH-INSTANCEID": c.instance_id,
+            "Unleash-Client-Spec": CLIENT_SPEC_VERSION,
+            "unleash-sdk": SDK_NAME,
+            "Authorization": c.token,
+            "unleash-connection-id": c.connection_id,
+            "unleash-interval": str(interval) if interval is not None else "undefined",
+        }
+
+    def _session_now(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(ssl=None if self.config.verify_tls else False)
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                timeout=aiohttp.ClientTimeout(total=self.config.timeout_seconds),
+                skip_auto_headers=("User-Agent",),
+            )
+        return self._session
+
+    def proxy_for(self, url: str) -> str | None:
+        parts = urlsplit(url)
+        proxy = self.config.https_proxy if parts.scheme == "https" else self.config.http_proxy
+        if (
+            proxy
+            and self.config.no_proxy
+            and proxy_bypass_environment(parts.hostname or "", {"no": self.config.no_proxy})
+        ):
+            return None
+        return proxy
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def fetch_features(self, etag: str | None) -> FetchResult:
+        headers = self._headers(self.config.refresh_interval)
+        if etag:
+            headers["If-None-Match"] = etag
+        try:
+            async with self._session_now().get(
+                yarl.URL(self.features_url, encoded=True),
+                headers=headers,
+                proxy=self.proxy_for(self.features_url),
+            ) as response:
+                if response.status == 304:
+                    return NOT_MODIFIED
+                if response.status != 200:
+                    return Failed(
+                        classify_status(response.status), f"answered {response.status}", response.status
+                    )
+                body = await response.read()
+                new_etag = response.headers.get("ETag")
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            return Failed("retry", _describe(exc))
+        try:
+            payload = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            return Failed("other", f"sent invalid JSON: {exc}", 200)
+        if not isinstance(payload, dict) or not isinstance(payload.get("features"), list):
+            return Failed("other", "sent a document without a `features` list", 200)
+        return Updated(payload, new_etag)
+
+    async def post(self, path: str, body: dict[str, Any], interval: int | None) -> int | str:
+        """POST JSON to `client/<path>`; the status, or a description of the network failure."""
+        url = base_url(self.config.url) + path
+        headers = self._headers(interval)
+        headers["Content-Type"] = "application/json"
+        try:
+            async with self._session_now().post(
+                url, data=orjson.dumps(body), headers=headers, proxy=self.proxy_for(url)
+            ) as response:
+                await response.read()
+                return response.status
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            return _describe(exc)
+
+    async def register(self, body: dict[str, Any]) -> int | str:
+        return await self.post("client/register", body, None)
+
+    async def send_metrics(self, body: dict[str, Any]) -> int | str:
+        return await self.post("client/metrics", body, self.config.metrics_interval)
+
+    async def fetch_document(self, url: str, authorization: str | None) -> dict[str, Any] | str:
+        """The bootstrap document at `url`, or a description of why there is none."""
+        headers = self._headers(None)
+        del headers["Authorization"]
+        if authorization:
+            headers["Authorization"] = authorization
+        try:
+            async with self._session_now().get(url, headers=headers, proxy=self.proxy_for(url)) as response:
+                if response.status != 200:
+                    return f"answered {response.status}"
+                body = await response.read()
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            return _describe(exc)
+        try:
+            document = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            return f"sent invalid JSON: {exc}"
+        if not isinstance(document, dict) or not isinstance(document.get("features"), list):
+            return "sent a document without a `features` list"
+        return document
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, asyncio.TimeoutError):
+        return "timed out"
+    return f"{exc.__class__.__name__}: {exc}" if str(exc) else exc.__class__.__name__
