@@ -1,0 +1,74 @@
+"""The app factory: the one place where the server is put together."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from sanic import Sanic
+from sanic.config import Config
+from sanic_ext import Extend
+
+from flagproxy import __version__
+from flagproxy.server.auth import authenticate
+from flagproxy.server.client_features import PayloadCache
+from flagproxy.server.errors import install_error_handlers
+from flagproxy.server.openapi_page import page_file
+from flagproxy.server.routes import blueprints
+from flagproxy.server.settings import ServerSettings
+from flagproxy.server.startup import open_and_prepare
+from flagproxy.server.storage.database import Database
+
+LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING, "error": logging.ERROR}
+
+
+@dataclass
+class ServerContext:
+    settings: ServerSettings
+    db: Database = field(init=False)
+    payloads: PayloadCache = field(default_factory=PayloadCache)
+
+
+ServerApp = Sanic[Config, ServerContext]
+
+
+def create_app(settings: ServerSettings, name: str = "flagproxy-server") -> ServerApp:
+    app: ServerApp = Sanic(name, ctx=ServerContext(settings))
+    app.config.REQUEST_MAX_SIZE = settings.max_request_size
+    app.config.KEEP_ALIVE_TIMEOUT = 5
+    app.config.FALLBACK_ERROR_FORMAT = "json"
+    # sanic-ext: the document at /docs/openapi.json; its Redoc and Swagger pages load scripts from a CDN,
+    # so the Redoc slot serves our self-contained page instead, at /docs/openapi and /docs.
+    app.config.OAS_URL_PREFIX = "/docs"
+    app.config.OAS_URI_TO_JSON = "/openapi.json"
+    app.config.OAS_UI_REDOC = True
+    app.config.OAS_URI_TO_REDOC = "/openapi"
+    app.config.OAS_PATH_TO_REDOC_HTML = page_file()
+    app.config.OAS_UI_DEFAULT = "redoc"
+    app.config.OAS_UI_SWAGGER = False
+    app.config.CORS = False
+    Extend(app)
+    app.ext.openapi.describe(
+        "flagproxy server",
+        version=__version__,
+        description="Unleash-compatible admin API (authoring, tokens) and client API (what proxies and "
+        "server SDKs read). Send an API token in the Authorization header.",
+    )
+    app.ext.openapi.secured("apiKey")
+    app.ext.openapi.add_security_scheme("apiKey", "apiKey", location="header", name="Authorization")
+
+    logging.getLogger("flagproxy.server").setLevel(LOG_LEVELS.get(settings.log_level, logging.WARNING))
+    install_error_handlers(app)
+    app.register_middleware(authenticate, "request")
+    for blueprint in blueprints():
+        app.blueprint(blueprint)
+
+    @app.before_server_start
+    async def open_database(app: ServerApp) -> None:
+        app.ctx.db = open_and_prepare(settings)
+
+    @app.after_server_stop
+    async def close_database(app: ServerApp) -> None:
+        app.ctx.db.close()
+
+    return app

@@ -1,0 +1,152 @@
+"""The client API that proxies and server-side SDKs read, in the Unleash wire format.
+
+`GET /api/client/features` answers from bytes built once per data revision and query; a matching
+If-None-Match gets 304. The client token decides the environment and, unless it covers every project,
+the projects (its scope beats the `project` query parameter, as in Unleash).
+"""
+
+from __future__ import annotations
+
+import orjson
+from sanic import Blueprint, HTTPResponse, Request
+from sanic_ext import openapi
+
+from flagproxy.server.client_features import ClientPayload, ClientQuery, build
+from flagproxy.server.clock import hour_bucket, now_iso
+from flagproxy.server.errors import NotFound
+from flagproxy.server.routes.common import empty, json_response, tag_filter, transaction
+from flagproxy.server.schemas import ClientMetricsBody, ClientRegisterBody
+from flagproxy.server.storage import catalog as catalog_rows
+from flagproxy.server.storage import features as feature_rows
+from flagproxy.server.storage import projects as project_rows
+from flagproxy.server.storage import revision
+from flagproxy.server.storage import usage as usage_rows
+from flagproxy.server.tokens import ApiToken
+from flagproxy.server.validation import json_body
+
+bp = Blueprint("client", url_prefix="/api/client")
+
+# SDKs announcing client spec 4.2.0 or later understand segments by reference (Unleash's rule).
+SEGMENTS_BY_REFERENCE_SPEC = (4, 2)
+
+
+def segments_by_reference(spec_header: str | None) -> bool:
+    if not spec_header:
+        return False
+    parts = spec_header.strip().lstrip("v").split(".")
+    try:
+        version = tuple(int(part) for part in parts[:2])
+    except ValueError:
+        return False
+    return version >= SEGMENTS_BY_REFERENCE_SPEC
+
+
+def client_query(request: Request, token: ApiToken) -> ClientQuery:
+    projects: tuple[str, ...] | None = None if token.all_projects else tuple(sorted(token.projects))
+    asked = tuple(sorted(set(request.args.getlist("project", []))))
+    if projects is None and asked:
+        projects = asked
+    return ClientQuery(
+        projects=projects,
+        environment=token.environment,
+        name_prefix=request.args.get("namePrefix") or None,
+        tags=tag_filter(request),
+        inline_segments=not segments_by_reference(request.headers.get("unleash-client-spec")),
+    )
+
+
+def current_payload(request: Request, query: ClientQuery) -> ClientPayload:
+    cache = request.app.ctx.payloads
+    with transaction(request) as tx:
+        latest = revision.current(tx)
+        payload = cache.get(query, latest)
+        if payload is not None:
+            return payload
+        catalog = cache.catalog_for(latest)
+        if catalog is None:
+            # Read the revision before the data: a payload may then be newer than its label, never older.
+            catalog = catalog_rows.load(tx)
+    payload = build(catalog, query, latest)
+    cache.put(query, payload, catalog)
+    return payload
+
+
+@bp.get("/features")
+@openapi.summary("Feature configuration for proxies and server SDKs (Unleash client API, version 2)")
+@openapi.description(
+    "Filtered by the client token's projects and environment, and by the `project`, `namePrefix` and "
+    "`tag=type:value` query parameters. Send `Unleash-Client-Spec: 4.2.0` or later for top-level segments; "
+    "without it segment constraints are inlined. ETag / If-None-Match -> 304."
+)
+@openapi.tag("Client API")
+async def client_features(request: Request) -> HTTPResponse:
+    payload = current_payload(request, client_query(request, request.ctx.token))
+    headers = {"etag": payload.etag, "cache-control": "no-cache"}
+    if request.headers.get("if-none-match") == payload.etag:
+        return HTTPResponse(status=304, headers=headers)
+    return HTTPResponse(payload.body, headers=headers, content_type="application/json; charset=utf-8")
+
+
+@bp.get("/features/<name>")
+@openapi.summary("One feature's configuration (segments inlined)")
+@openapi.tag("Client API")
+async def client_feature(request: Request, name: str) -> HTTPResponse:
+    query = client_query(request, request.ctx.token)
+    query = ClientQuery(projects=query.projects, environment=query.environment, inline_segments=True)
+    payload = current_payload(request, query)
+    for feature in orjson.loads(payload.body)["features"]:
+        if feature["name"] == name:
+            return json_response(feature)
+    raise NotFound(f"Could not find feature flag {name}")
+
+
+@bp.post("/register")
+@openapi.summary("An SDK or proxy announces itself (202)")
+@openapi.tag("Client API")
+@json_body(ClientRegisterBody)
+async def register(request: Request, body: ClientRegisterBody) -> HTTPResponse:
+    token: ApiToken = request.ctx.token
+    application = {
+        "app_name": body.appName,
+        "instance_id": body.instanceId or "default",
+        "sdk_version": body.sdkVersion,
+        "environment": token.environment,
+        "strategies": body.strategies,
+        "interval_ms": int(body.interval) if body.interval is not None else None,
+        "started": str(body.started) if body.started is not None else None,
+    }
+    with transaction(request) as tx:
+        usage_rows.register_application(tx, application, now_iso())
+    return empty(202)
+
+
+@bp.post("/metrics")
+@openapi.summary("Usage counts from an SDK or proxy (202); sets lastSeenAt per feature environment")
+@openapi.tag("Client API")
+@json_body(ClientMetricsBody)
+async def metrics(request: Request, body: ClientMetricsBody) -> HTTPResponse:
+    token: ApiToken = request.ctx.token
+    environment = token.environment
+    seen_at = now_iso()
+    hour = hour_bucket()
+    with transaction(request) as tx:
+        env = project_rows.environment(tx, environment)
+        production = env is not None and env["type"] == "production"
+        usage_rows.touch_application(tx, body.appName, body.instanceId or "default", environment, seen_at)
+        for name, counts in sorted(body.bucket.toggles.items()):
+            feature = feature_rows.feature(tx, name)
+            if feature is None or env is None:
+                continue  # Unleash accepts counts for unknown flags and drops them
+            usage_rows.add_usage(
+                tx,
+                feature=name,
+                environment=environment,
+                app_name=body.appName,
+                hour=hour,
+                yes=counts.yes,
+                no=counts.no,
+                variants=dict(counts.variants),
+            )
+            feature_rows.mark_seen(tx, name, environment, seen_at)
+            feature_rows.enter_stage(tx, name, "live" if production else "pre-live", seen_at)
+    return empty(202)

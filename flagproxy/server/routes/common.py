@@ -1,0 +1,64 @@
+"""Small helpers every route module uses."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import orjson
+from sanic import HTTPResponse, Request
+
+from flagproxy.server.errors import NotFound, ValidationFailed
+from flagproxy.server.storage import features as feature_rows
+from flagproxy.server.storage import projects as project_rows
+from flagproxy.server.storage.database import Row, Tx
+
+
+def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> HTTPResponse:
+    return HTTPResponse(
+        orjson.dumps(data), status=status, headers=headers, content_type="application/json; charset=utf-8"
+    )
+
+
+def empty(status: int = 200) -> HTTPResponse:
+    return HTTPResponse(status=status)
+
+
+@contextmanager
+def transaction(request: Request) -> Iterator[Tx]:
+    with request.app.ctx.db.transaction() as tx:
+        yield tx
+
+
+def require_project(tx: Tx, project_id: str) -> Row:
+    project = project_rows.project(tx, project_id)
+    if project is None:
+        raise NotFound(f"Active project with id {project_id} does not exist")
+    return project
+
+
+def require_environment(tx: Tx, name: str) -> Row:
+    environment = project_rows.environment(tx, name)
+    if environment is None:
+        raise NotFound(f"Could not find environment {name}")
+    return environment
+
+
+def require_feature(tx: Tx, project_id: str, name: str, *, archived: bool = False) -> Row:
+    """The feature `name` of project `project_id` (archived ones only when asked for)."""
+    feature = feature_rows.feature(tx, name)
+    if feature is None or feature["project"] != project_id or (bool(feature["archived"]) and not archived):
+        raise NotFound(f'There\'s no feature named "{name}" in project "{project_id}".')
+    return feature
+
+
+def tag_filter(request: Request) -> tuple[tuple[str, str], ...]:
+    """`tag=type:value` query parameters (repeatable, any of them matches); 400 on a malformed one."""
+    wanted: list[tuple[str, str]] = []
+    for index, text in enumerate(request.args.getlist("tag", [])):
+        tag_type, colon, value = text.partition(":")
+        if not (colon and tag_type and value):
+            raise ValidationFailed(f"tag[{index}]", f"must look like type:value. You provided {text!r}.")
+        wanted.append((tag_type, value))
+    return tuple(sorted(set(wanted)))

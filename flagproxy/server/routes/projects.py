@@ -1,0 +1,71 @@
+"""Projects: list, create, read, and SPEC.md's `GET /api/admin/projects/:projectId/features`."""
+
+from __future__ import annotations
+
+from sanic import Blueprint, HTTPResponse, Request
+from sanic_ext import openapi
+
+from flagproxy.server.errors import NameExists, NotFound
+from flagproxy.server.routes.common import json_response, tag_filter, transaction
+from flagproxy.server.schemas import CreateProjectBody
+from flagproxy.server.storage import catalog as catalog_rows
+from flagproxy.server.storage import projects as project_rows
+from flagproxy.server.validation import json_body
+from flagproxy.server.views import feature_json, project_json
+
+bp = Blueprint("projects", url_prefix="/api/admin/projects")
+
+
+@bp.get("")
+@openapi.summary("List projects")
+@openapi.tag("Projects")
+async def list_projects(request: Request) -> HTTPResponse:
+    with transaction(request) as tx:
+        rows = project_rows.projects(tx)
+    return json_response({"version": 1, "projects": [project_json(row) for row in rows]})
+
+
+@bp.post("")
+@openapi.summary("Create a project")
+@openapi.tag("Projects")
+@json_body(CreateProjectBody)
+async def create_project(request: Request, body: CreateProjectBody) -> HTTPResponse:
+    with transaction(request) as tx:
+        if project_rows.project(tx, body.id) is not None:
+            raise NameExists(f"A project with id {body.id} already exists")
+        row = project_rows.insert_project(tx, body.id, body.name, body.description)
+    return json_response(project_json(row), status=201, headers={"location": f"projects/{body.id}"})
+
+
+@bp.get("/<project_id>")
+@openapi.summary("Read a project")
+@openapi.tag("Projects")
+async def get_project(request: Request, project_id: str) -> HTTPResponse:
+    with transaction(request) as tx:
+        row = project_rows.project(tx, project_id)
+    if row is None:
+        raise NotFound(f"Active project with id {project_id} does not exist")
+    return json_response(project_json(row))
+
+
+@bp.get("/<project_id>/features")
+@openapi.summary("List a project's features with every field (SPEC.md's feature list wrapper)")
+@openapi.description(
+    "Query: `namePrefix` (case-insensitive prefix), `tag=type:value` (repeatable, any matches). An unknown "
+    "project gives an empty list, as in Unleash. Archived features are left out."
+)
+@openapi.tag("Features")
+async def project_features(request: Request, project_id: str) -> HTTPResponse:
+    prefix = (request.args.get("namePrefix") or "").lower()
+    wanted_tags = set(tag_filter(request))
+    with transaction(request) as tx:
+        catalog = catalog_rows.load(tx)
+    features = []
+    for feature in catalog.features:
+        if feature["project"] != project_id or not feature["name"].lower().startswith(prefix):
+            continue
+        item = feature_json(catalog, feature)
+        if wanted_tags and not {(t["type"], t["value"]) for t in item["tags"] or []} & wanted_tags:
+            continue
+        features.append(item)
+    return json_response({"version": 2, "features": features})

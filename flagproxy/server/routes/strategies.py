@@ -1,0 +1,143 @@
+"""Activation strategies of a feature in one environment: add, list, read, replace, delete."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sanic import Blueprint, HTTPResponse, Request
+from sanic_ext import openapi
+
+from flagproxy.server import authoring
+from flagproxy.server.errors import NotFound, ValidationFailed
+from flagproxy.server.routes.common import empty, json_response, require_feature, transaction
+from flagproxy.server.schemas import StrategyBody
+from flagproxy.server.storage import features as feature_rows
+from flagproxy.server.storage import projects as project_rows
+from flagproxy.server.storage import revision
+from flagproxy.server.storage import segments as segment_rows
+from flagproxy.server.storage.catalog import decode_strategy
+from flagproxy.server.storage.database import Row, Tx
+from flagproxy.server.validation import json_body
+from flagproxy.server.views import strategy_json
+
+bp = Blueprint("strategies")
+STRATEGIES = "/api/admin/projects/<project_id>/features/<name>/environments/<environment>/strategies"
+
+
+def _check_place(tx: Tx, project_id: str, name: str, environment: str) -> Row:
+    feature = require_feature(tx, project_id, name)
+    if project_rows.environment(tx, environment) is None:
+        raise NotFound(f"Could not find environment {environment} for feature: {name}")
+    return feature
+
+
+def _strategy_row(tx: Tx, body: StrategyBody, feature: Row, environment: str, strategy_id: str) -> dict:
+    if body.name not in authoring.BUILT_IN_STRATEGIES:
+        raise ValidationFailed("name", f"Could not find strategy type with name {body.name}")
+    for index, segment_id in enumerate(body.segments):
+        segment = segment_rows.segment(tx, segment_id)
+        if segment is None:
+            raise ValidationFailed(f"segments[{index}]", f"no segment with id {segment_id}")
+        if segment["project"] and segment["project"] != feature["project"]:
+            raise ValidationFailed(
+                f"segments[{index}]", f"segment {segment_id} belongs to project {segment['project']}"
+            )
+    parameters = authoring.parameters(body.parameters)
+    if body.name == "flexibleRollout":
+        # Evaluators hash on groupId; Unleash's UI always sets it to the flag name.
+        parameters.setdefault("groupId", feature["name"])
+        parameters.setdefault("rollout", "100")
+        parameters.setdefault("stickiness", "default")
+    sort_order = body.sortOrder
+    if sort_order is None:
+        sort_order = feature_rows.next_sort_order(tx, feature["name"], environment)
+    return {
+        "id": strategy_id,
+        "feature_name": feature["name"],
+        "environment": environment,
+        "name": body.name,
+        "title": body.title,
+        "disabled": bool(body.disabled),
+        "sort_order": sort_order,
+        "parameters": parameters,
+        "constraints": authoring.constraints(body.constraints),
+        "variants": authoring.variants(body.variants),
+        "segments": list(dict.fromkeys(body.segments)),
+    }
+
+
+def _require_strategy(tx: Tx, name: str, environment: str, strategy_id: str) -> dict[str, Any]:
+    row = feature_rows.strategy(tx, strategy_id)
+    if row is None or row["feature_name"] != name or row["environment"] != environment:
+        raise NotFound(f"Could not find strategy with id {strategy_id}")
+    return decode_strategy(row)
+
+
+@bp.post(STRATEGIES)
+@openapi.summary("Add a strategy (constraints, segments, strategy variants)")
+@openapi.tag("Strategies")
+@json_body(StrategyBody)
+async def add_strategy(
+    request: Request, project_id: str, name: str, environment: str, body: StrategyBody
+) -> HTTPResponse:
+    with transaction(request) as tx:
+        feature = _check_place(tx, project_id, name, environment)
+        row = _strategy_row(tx, body, feature, environment, str(uuid.uuid4()))
+        feature_rows.save_strategy(tx, row, insert=True)
+        revision.bump(tx)
+    return json_response(strategy_json(row))
+
+
+@bp.get(STRATEGIES)
+@openapi.summary("List a feature's strategies in one environment")
+@openapi.tag("Strategies")
+async def list_strategies(request: Request, project_id: str, name: str, environment: str) -> HTTPResponse:
+    with transaction(request) as tx:
+        _check_place(tx, project_id, name, environment)
+        rows = feature_rows.strategies_of(tx, name, environment)
+    return json_response([strategy_json(decode_strategy(row)) for row in rows])
+
+
+@bp.get(STRATEGIES + "/<strategy_id>")
+@openapi.summary("Read one strategy")
+@openapi.tag("Strategies")
+async def get_strategy(
+    request: Request, project_id: str, name: str, environment: str, strategy_id: str
+) -> HTTPResponse:
+    with transaction(request) as tx:
+        _check_place(tx, project_id, name, environment)
+        strategy = _require_strategy(tx, name, environment, strategy_id)
+    return json_response(strategy_json(strategy))
+
+
+@bp.put(STRATEGIES + "/<strategy_id>")
+@openapi.summary("Replace one strategy")
+@openapi.tag("Strategies")
+@json_body(StrategyBody)
+async def replace_strategy(
+    request: Request, project_id: str, name: str, environment: str, strategy_id: str, body: StrategyBody
+) -> HTTPResponse:
+    with transaction(request) as tx:
+        feature = _check_place(tx, project_id, name, environment)
+        current = _require_strategy(tx, name, environment, strategy_id)
+        if body.sortOrder is None:
+            body = body.model_copy(update={"sortOrder": current["sort_order"]})
+        row = _strategy_row(tx, body, feature, environment, strategy_id)
+        feature_rows.save_strategy(tx, row, insert=False)
+        revision.bump(tx)
+    return json_response(strategy_json(row))
+
+
+@bp.delete(STRATEGIES + "/<strategy_id>")
+@openapi.summary("Delete one strategy")
+@openapi.tag("Strategies")
+async def delete_strategy(
+    request: Request, project_id: str, name: str, environment: str, strategy_id: str
+) -> HTTPResponse:
+    with transaction(request) as tx:
+        _check_place(tx, project_id, name, environment)
+        _require_strategy(tx, name, environment, strategy_id)
+        feature_rows.delete_strategy(tx, strategy_id)
+        revision.bump(tx)
+    return empty(200)

@@ -1,0 +1,76 @@
+"""`/api/admin/api-tokens`: create, list and delete API tokens."""
+
+from __future__ import annotations
+
+from urllib.parse import unquote
+
+from sanic import Blueprint, HTTPResponse, Request
+from sanic_ext import openapi
+
+from flagproxy.server.clock import now_iso, to_iso
+from flagproxy.server.errors import NotFound, ValidationFailed
+from flagproxy.server.routes.common import empty, json_response, transaction
+from flagproxy.server.schemas import CreateTokenBody
+from flagproxy.server.storage import projects as project_rows
+from flagproxy.server.storage import tokens as token_rows
+from flagproxy.server.tokens import ALL_PROJECTS, ApiToken, new_secret
+from flagproxy.server.validation import json_body
+
+bp = Blueprint("api_tokens", url_prefix="/api/admin/api-tokens")
+
+
+@bp.get("")
+@openapi.summary("List API tokens")
+@openapi.tag("API tokens")
+async def list_tokens(request: Request) -> HTTPResponse:
+    with transaction(request) as tx:
+        tokens = token_rows.all_tokens(tx)
+    return json_response({"tokens": [token.to_json() for token in tokens]})
+
+
+@bp.post("")
+@openapi.summary("Create a client or frontend token (admin tokens come from INIT_ADMIN_API_TOKENS)")
+@openapi.tag("API tokens")
+@json_body(CreateTokenBody)
+async def create_token(request: Request, body: CreateTokenBody) -> HTTPResponse:
+    token_type = body.type.lower()
+    if token_type == "backend":  # Unleash's newer name; stored and listed as client
+        token_type = "client"
+    if token_type not in ("client", "frontend"):
+        raise ValidationFailed("type", "must be client, backend or frontend (admin tokens are set at start)")
+    name = body.tokenName or body.username
+    if not name:
+        raise ValidationFailed("tokenName", "is required")
+    environment = body.environment or "development"
+    projects = (
+        tuple(body.projects) if body.projects else ((body.project,) if body.project else (ALL_PROJECTS,))
+    )
+    if ALL_PROJECTS in projects:
+        projects = (ALL_PROJECTS,)
+    with transaction(request) as tx:
+        if project_rows.environment(tx, environment) is None:
+            raise ValidationFailed("environment", f"Environment={environment} does not exist")
+        for index, project in enumerate(projects):
+            if project != ALL_PROJECTS and project_rows.project(tx, project) is None:
+                raise ValidationFailed(f"projects[{index}]", f"Project={project} does not exist")
+        token = ApiToken(
+            secret=new_secret(projects, environment),
+            token_name=name,
+            type=token_type,
+            environment=environment,
+            projects=projects,
+            created_at=now_iso(),
+            expires_at=to_iso(body.expiresAt) if body.expiresAt else None,
+        )
+        token_rows.insert(tx, token)
+    return json_response(token.to_json(), status=201, headers={"location": "api-tokens"})
+
+
+@bp.delete("/<secret:path>")
+@openapi.summary("Delete an API token by its secret")
+@openapi.tag("API tokens")
+async def delete_token(request: Request, secret: str) -> HTTPResponse:
+    with transaction(request) as tx:
+        if not token_rows.delete(tx, unquote(secret)):
+            raise NotFound("No API token with that secret")
+    return empty(200)

@@ -1,0 +1,49 @@
+"""What happens once per worker before it serves: open the database, migrate, create INIT tokens."""
+
+from __future__ import annotations
+
+import logging
+
+from flagproxy.server.clock import now_iso
+from flagproxy.server.settings import ServerSettings, SettingsError
+from flagproxy.server.storage import projects as project_rows
+from flagproxy.server.storage import tokens as token_rows
+from flagproxy.server.storage.database import Database, open_database
+from flagproxy.server.storage.migrations import migrate
+from flagproxy.server.tokens import ApiToken, parse_init_token
+
+log = logging.getLogger("flagproxy.server")
+
+
+def create_init_tokens(database: Database, settings: ServerSettings) -> int:
+    """Store each INIT_*_API_TOKENS entry that is not stored yet; return how many were new."""
+    created = 0
+    with database.transaction() as tx:
+        for token_type, entries in settings.init_tokens().items():
+            for secret in entries:
+                projects, environment = parse_init_token(secret, token_type)
+                if environment != "*" and project_rows.environment(tx, environment) is None:
+                    raise SettingsError(
+                        f"INIT_{token_type.upper()}_API_TOKENS: no environment {environment!r}"
+                    )
+                if projects != ("*",) and project_rows.project(tx, projects[0]) is None:
+                    raise SettingsError(f"INIT_{token_type.upper()}_API_TOKENS: no project {projects[0]!r}")
+                token = ApiToken(
+                    secret=secret,
+                    token_name=f"init-{token_type}",
+                    type=token_type,
+                    environment=environment,
+                    projects=projects,
+                    created_at=now_iso(),
+                )
+                created += token_rows.insert(tx, token)
+    return created
+
+
+def open_and_prepare(settings: ServerSettings) -> Database:
+    database = open_database(settings.database_url, settings.database_path)
+    applied = migrate(database)
+    if applied:
+        log.info("applied schema migrations %s", applied)
+    create_init_tokens(database, settings)
+    return database

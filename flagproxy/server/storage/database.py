@@ -1,0 +1,142 @@
+"""The database interface the stores use, with a SQLite and a PostgreSQL implementation.
+
+Calls are synchronous: the server's database work is cold-path authoring and small indexed reads, and
+the client API answers from precomputed bytes, so a short blocking query costs less than the machinery
+an async driver pair would add. Each `transaction()` is one unit of work; stores receive its `Tx`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+Row = dict[str, Any]
+
+
+class Tx:
+    """One open transaction: run statements and read rows as dicts."""
+
+    def __init__(self, cursor: Any, placeholder: str, dialect: str) -> None:
+        self._cursor = cursor
+        self._placeholder = placeholder
+        self.dialect = dialect
+
+    def _sql(self, sql: str) -> str:
+        # Statements are written with `?`; PostgreSQL wants `%s`. No statement contains a literal `?` or `%`.
+        return sql if self._placeholder == "?" else sql.replace("?", "%s")
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run a statement; return the number of rows it changed."""
+        self._cursor.execute(self._sql(sql), tuple(params))
+        return self._cursor.rowcount
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        self._cursor.execute(self._sql(sql), tuple(params))
+        names = [column[0] for column in self._cursor.description]
+        return [dict(zip(names, values, strict=True)) for values in self._cursor.fetchall()]
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        rows = self.all(sql, params)
+        return rows[0] if rows else None
+
+    def value(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        row = self.one(sql, params)
+        return None if row is None else next(iter(row.values()))
+
+
+class Database:
+    """What the stores need from a backend."""
+
+    dialect: str
+
+    @contextmanager
+    def transaction(self) -> Iterator[Tx]:  # pragma: no cover - interface
+        raise NotImplementedError
+        yield
+
+    def close(self) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class SqliteDatabase(Database):
+    """A SQLite file. One connection per thread; writers take the lock at BEGIN (no upgrade deadlocks)."""
+
+    dialect = "sqlite"
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+
+    def _connection(self) -> sqlite3.Connection:
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            # isolation_level=None: we issue BEGIN/COMMIT ourselves.
+            connection = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("PRAGMA foreign_keys=ON")
+            connection.execute("PRAGMA busy_timeout=30000")
+            self._local.connection = connection
+            with self._lock:
+                self._connections.append(connection)
+        return connection
+
+    @contextmanager
+    def transaction(self) -> Iterator[Tx]:
+        connection = self._connection()
+        cursor = connection.cursor()
+        cursor.execute("BEGIN IMMEDIATE")
+        try:
+            yield Tx(cursor, "?", "sqlite")
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        else:
+            connection.execute("COMMIT")
+        finally:
+            cursor.close()
+
+    def close(self) -> None:
+        with self._lock:
+            for connection in self._connections:
+                connection.close()
+            self._connections.clear()
+        self._local = threading.local()
+
+
+class PostgresDatabase(Database):
+    """A PostgreSQL database reached through a small psycopg connection pool."""
+
+    dialect = "postgres"
+
+    def __init__(self, url: str, *, max_connections: int = 8) -> None:
+        from psycopg_pool import ConnectionPool
+
+        self.url = url
+        self._pool = ConnectionPool(url, min_size=1, max_size=max_connections, open=True, timeout=30)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Tx]:
+        with self._pool.connection() as connection, connection.transaction(), connection.cursor() as cursor:
+            yield Tx(cursor, "%s", "postgres")
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+def open_database(database_url: str | None, sqlite_path: str | Path) -> Database:
+    """DATABASE_URL `postgresql://...` (or `postgres://...`) means PostgreSQL; unset means the SQLite file."""
+    if database_url:
+        if database_url.startswith(("postgresql://", "postgres://")):
+            return PostgresDatabase(database_url)
+        if database_url.startswith("sqlite:///"):
+            return SqliteDatabase(database_url.removeprefix("sqlite:///"))
+        raise ValueError(f"DATABASE_URL must start with postgresql:// or sqlite:///, got {database_url!r}")
+    return SqliteDatabase(sqlite_path)
