@@ -63,8 +63,14 @@ def loop_thread() -> Iterator[LoopThread]:
     loop.close()
 
 
-def fetch(port: int, method: str, path: str, headers: dict[str, str] | None = None,
-          body: bytes | str | None = None, timeout: float = 5) -> tuple[int, dict[str, str], bytes]:
+def fetch(
+    port: int,
+    method: str,
+    path: str,
+    headers: dict[str, str] | None = None,
+    body: bytes | str | None = None,
+    timeout: float = 5,
+) -> tuple[int, dict[str, str], bytes]:
     """One request on a fresh connection; headers come back with lower-case names."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
@@ -164,6 +170,9 @@ class RunningProxy:
         self.upstream = upstream
         self.port = free_port()
         self.app = create_app(settings)
+        # Sanic's touch-up rewrites its protocol class once per process; many apps in one test process
+        # would rewrite it again and fail. Real runs (one app per process) keep it.
+        self.app.config.TOUCHUP = False
         self.server: Any = None
         loop.run(self._start())
 
@@ -190,8 +199,16 @@ class RunningProxy:
     def store(self) -> Any:
         return self.app.ctx.store
 
-    def request(self, method: str, path: str, *, key: str | None = None, headers: dict[str, str] | None = None,
-                body: Any = None, json_body: Any = None) -> tuple[int, dict[str, str], bytes]:
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        key: str | None = None,
+        headers: dict[str, str] | None = None,
+        body: Any = None,
+        json_body: Any = None,
+    ) -> tuple[int, dict[str, str], bytes]:
         all_headers = dict(headers or {})
         if key is not None:
             all_headers[self.settings.client_keys_header_name] = key
@@ -228,8 +245,9 @@ def upstream(loop_thread: LoopThread) -> Iterator[StubUpstream]:
 
 
 @pytest.fixture
-def proxy_factory(loop_thread: LoopThread, upstream: StubUpstream, tmp_path: Path
-                  ) -> Iterator[Callable[..., RunningProxy]]:
+def proxy_factory(
+    loop_thread: LoopThread, upstream: StubUpstream, tmp_path: Path
+) -> Iterator[Callable[..., RunningProxy]]:
     """Start a proxy against `upstream` with test-friendly defaults; `wait=False` skips the ready wait."""
     started: list[RunningProxy] = []
 
