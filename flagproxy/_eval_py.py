@@ -109,8 +109,10 @@ def _property_text(value: Any) -> str | None:
         return value
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, int | float):
-        return orjson.dumps(value).decode()
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return orjson.dumps(value).decode()  # JSON's shortest form: 12.0 -> "12.0", as serde_json writes it
     return None
 
 
