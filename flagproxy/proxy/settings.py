@@ -750,7 +750,7 @@ def _parse_trust(label: str, raw: str) -> TrustProxy:
     networks = []
     for part in _split_list(value):
         if part.lower() in _TRUST_NAMES:
-            networks += [ipaddress.ip_network(n) for n in _TRUST_NAMES[part.lower()]]
+            networks += [ipaddress.ip_network(n, strict=False) for n in _TRUST_NAMES[part.lower()]]
             continue
         try:
             networks.append(ipaddress.ip_network(part, strict=False))

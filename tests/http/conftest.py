@@ -106,7 +106,7 @@ class StubUpstream:
         entry = {
             "method": request.method,
             "path": request.path,
-            "query": request.query_string,
+            "query": request.raw_path.partition("?")[2],
             "headers": dict(request.headers),
             "body": json.loads(raw) if raw else None,
             "time": time.monotonic(),

@@ -1,0 +1,237 @@
+"""What the upstream receives and how the proxy copes with it: polls, filters, register, metrics,
+failures and backoff, backup, bootstrap, HTTP proxies."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from conftest import KEY, SAMPLE, StubUpstream
+
+from flagproxy.sync.backup import FileStorageProvider
+
+
+class RecordingLogger:
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str]] = []
+
+    def __getattr__(self, level: str):
+        if level not in ("debug", "info", "warn", "error", "fatal"):
+            raise AttributeError(level)
+        return lambda message, *args: self.lines.append((level, message))
+
+    def said(self, level: str, fragment: str) -> bool:
+        return any(lvl == level and fragment in msg for lvl, msg in self.lines)
+
+
+def wait_until(check, timeout: float = 5) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition never held"
+        time.sleep(0.02)
+
+
+def test_polls_carry_filters_and_headers_and_use_the_etag(proxy_factory, upstream):
+    proxy_factory(
+        service_app_name="my-proxy",
+        project_name="proj-a",
+        name_prefix="c-",
+        tags="simple:proxy, demo:test",
+        refresh_interval=50,
+    )
+    first, second = upstream.wait_for("/api/client/features", 2)[:2]
+    assert first["query"] == "project=proj-a&namePrefix=c-&tag=simple%3Aproxy&tag=demo%3Atest"
+    headers = first["headers"]
+    assert headers["Authorization"] == "stub-server-token"
+    assert headers["User-Agent"] == "my-proxy"
+    assert headers["unleash-appname"] == "my-proxy"
+    assert headers["UNLEASH-INSTANCEID"] == "test-instance"
+    assert headers["unleash-interval"] == "50"
+    assert headers["Unleash-Client-Spec"] == "5.2.0"
+    assert headers["unleash-sdk"].startswith("flagproxy:")
+    assert headers["unleash-connection-id"] == second["headers"]["unleash-connection-id"]
+    assert "If-None-Match" not in headers
+    assert second["headers"]["If-None-Match"] == upstream.etag()
+
+
+def test_register_once_and_metrics_in_the_unleash_format(proxy_factory, upstream):
+    proxy = proxy_factory(metrics_interval=200, service_app_name="my-proxy")
+    register = upstream.wait_for("/api/client/register")[0]
+    body = register["body"]
+    assert body["appName"] == "my-proxy" and body["instanceId"] == "test-instance"
+    assert body["interval"] == 200
+    assert "flexibleRollout" in body["strategies"]
+    assert register["headers"]["Content-Type"] == "application/json"
+    proxy.post(
+        "/proxy", {"toggles": ["default-on", "disabled-feature", "does-not-exist", "default-on"]}, key=KEY
+    )
+    proxy.get("/proxy?userId=u1", key=KEY)  # list evaluations are not counted
+    proxy.post(
+        "/proxy/client/metrics",
+        {
+            "appName": "web",
+            "instanceId": "browser-1",
+            "bucket": {
+                "start": "2024-01-01T00:00:00.000Z",
+                "stop": "2024-01-01T00:01:00.000Z",
+                "toggles": {
+                    "default-on": {"yes": 2, "no": 1, "variants": {"disabled": 3}},
+                    "frontend-only": {"no": 4},
+                },
+            },
+        },
+        key=KEY,
+    )
+    metrics = upstream.wait_for("/api/client/metrics")[0]
+    payload = metrics["body"]
+    assert payload["appName"] == "my-proxy" and payload["instanceId"] == "test-instance"
+    assert payload["bucket"]["toggles"] == {
+        "default-on": {"yes": 4, "no": 1, "variants": {"disabled": 3}},
+        "disabled-feature": {"yes": 0, "no": 1, "variants": {}},
+        "does-not-exist": {"yes": 0, "no": 1, "variants": {}},
+        "frontend-only": {"yes": 0, "no": 4, "variants": {}},
+    }
+    assert payload["bucket"]["start"] <= payload["bucket"]["stop"]
+    assert metrics["headers"]["unleash-interval"] == "200"
+    time.sleep(0.6)  # several more intervals with nothing counted: nothing is sent
+    assert len(upstream.received("/api/client/metrics")) == 1
+    assert len(upstream.received("/api/client/register")) == 1
+
+
+def test_metrics_are_kept_and_resent_when_the_upstream_fails(proxy_factory, upstream):
+    upstream.post_status = 503
+    proxy = proxy_factory(metrics_interval=100)
+    proxy.post("/proxy", {"toggles": ["default-on"]}, key=KEY)
+    upstream.wait_for("/api/client/metrics", 2)
+    proxy.post("/proxy", {"toggles": ["default-on"]}, key=KEY)
+    upstream.post_status = 202
+    wait_until(lambda: proxy.app.ctx.sync.metrics.sent == 1)
+    last = upstream.received("/api/client/metrics")[-1]["body"]
+    assert last["bucket"]["toggles"]["default-on"]["yes"] == 2
+
+
+def test_metrics_are_flushed_at_shutdown(proxy_factory, upstream):
+    proxy = proxy_factory(metrics_interval=60_000)
+    proxy.post("/proxy", {"toggles": ["default-on"]}, key=KEY)
+    proxy.stop()
+    sent = upstream.received("/api/client/metrics")
+    assert sent and sent[-1]["body"]["bucket"]["toggles"]["default-on"]["yes"] == 1
+
+
+def test_no_register_or_metrics_with_interval_zero(proxy_factory, upstream):
+    proxy = proxy_factory(metrics_interval=0)
+    proxy.post("/proxy", {"toggles": ["default-on"]}, key=KEY)
+    time.sleep(0.3)
+    proxy.stop()
+    assert upstream.received("/api/client/register") == []
+    assert upstream.received("/api/client/metrics") == []
+
+
+def test_upstream_failures_keep_the_last_snapshot_and_back_off(proxy_factory, upstream):
+    logger = RecordingLogger()
+    proxy = proxy_factory(refresh_interval=50, logger=logger)
+    before = proxy.get("/proxy?userId=u1&sessionId=s1", key=KEY)
+    upstream.features_status = 500
+    wait_until(lambda: proxy.app.ctx.sync.poller.failures >= 3)
+    assert proxy.get("/proxy?userId=u1&sessionId=s1", key=KEY)[1]["etag"] == before[1]["etag"]
+    assert proxy.get("/proxy/health")[0] == 200
+    assert logger.said("warn", "answered 500")
+    polls = [r["time"] for r in upstream.received("/api/client/features")][-3:]
+    assert polls[2] - polls[1] > polls[1] - polls[0] > 0.05  # the gaps grow
+    upstream.features_status = 401
+    wait_until(lambda: logger.said("error", "not allowed to read features"))
+    assert proxy.get("/proxy/health")[0] == 200
+
+
+def test_timeouts_back_off_too(proxy_factory, upstream, loop_thread):
+    proxy = proxy_factory(refresh_interval=50)
+    client = proxy.app.ctx.sync.client
+    object.__setattr__(client.config, "timeout_seconds", 0.1)  # a frozen dataclass; a test-only change
+    loop_thread.run(client.close())  # the next request opens a session with the short timeout
+    upstream.delay = 0.5
+    wait_until(lambda: proxy.app.ctx.sync.poller.failures >= 1)
+    upstream.delay = 0
+    assert proxy.get("/proxy", key=KEY)[0] == 200
+
+
+def test_a_new_payload_replaces_the_flags(proxy_factory, upstream):
+    proxy = proxy_factory(refresh_interval=50)
+    upstream.payload = {"version": 2, "features": [{"name": "only-one", "enabled": True, "strategies": []}]}
+    wait_until(lambda: proxy.store.current.names == ("only-one",))
+    status, headers, _ = proxy.get("/proxy?userId=u1&sessionId=s1", key=KEY)
+    assert headers["etag"] == 'W/"8b-fMH/LX66Y9J/iXKJCISfAUdfbv4"'  # the Node proxy's answer, byte for byte
+    assert status == 200
+
+
+def test_an_invalid_payload_is_ignored(proxy_factory, upstream):
+    logger = RecordingLogger()
+    proxy = proxy_factory(refresh_interval=50, logger=logger)
+    upstream.payload = {"version": 2, "nothing": []}
+    wait_until(lambda: logger.said("error", "features"))
+    assert len(proxy.store.current.names) == 29
+
+
+def test_a_restart_is_ready_from_the_backup_while_the_upstream_is_down(proxy_factory, upstream, tmp_path):
+    first = proxy_factory(storage_provider=FileStorageProvider(str(tmp_path)))
+    expected = first.get("/proxy?userId=u1&sessionId=s1", key=KEY)[1]["etag"]
+    first.stop()
+    assert (tmp_path / "flagproxy-backup-service-proxy.json").exists()
+    upstream.features_status = 503
+    second = proxy_factory(storage_provider=FileStorageProvider(str(tmp_path)), wait=False)
+    assert second.store.ready  # before any poll has answered
+    assert second.get("/proxy?userId=u1&sessionId=s1", key=KEY)[1]["etag"] == expected
+
+
+def test_a_custom_storage_provider(proxy_factory, upstream):
+    class Memory:
+        def __init__(self) -> None:
+            self.saved: dict[str, Any] = {}
+
+        async def get(self, key):
+            return self.saved.get(key)
+
+        async def set(self, key, payload):
+            self.saved[key] = payload
+
+    storage = Memory()
+    proxy_factory(storage_provider=storage, service_app_name="app/x")
+    assert storage.saved["app/x"]["features"] == SAMPLE["features"]
+
+
+def test_bootstrap_makes_the_proxy_ready_before_the_upstream(proxy_factory, upstream):
+    upstream.features_status = 503
+    upstream.bootstrap_payload = SAMPLE
+    proxy = proxy_factory(
+        exp_bootstrap_url=f"http://127.0.0.1:{upstream.port}/bootstrap/features.json",
+        exp_bootstrap_authorization="boot-token",
+    )
+    assert (
+        proxy.get("/proxy?userId=u1&sessionId=s1", key=KEY)[1]["etag"]
+        == 'W/"876-gEN+QlEcLKfCqM0uTN6Nv+KrNKI"'
+    )
+    request = upstream.received("/bootstrap/features.json")[0]
+    assert request["headers"]["Authorization"] == "boot-token"
+    assert proxy.store.current.source == "bootstrap"
+    upstream.features_status = 200
+    wait_until(lambda: proxy.store.current.source == "upstream")
+
+
+def test_http_proxy_setting_is_honoured(proxy_factory, loop_thread, upstream):
+    forward = StubUpstream(loop_thread, json.loads(json.dumps(SAMPLE)))  # plays the HTTP proxy
+    try:
+        proxy = proxy_factory(
+            service_url="http://flags.invalid:4242/api", http_proxy=forward.url.rsplit("/", 1)[0]
+        )
+        assert proxy.store.ready
+        assert forward.received("/api/client/features")
+    finally:
+        forward.stop()
+
+
+def test_no_proxy_bypasses_the_http_proxy(proxy_factory, upstream):
+    settings_proxy = proxy_factory(http_proxy="http://127.0.0.1:9", wait=False)
+    assert settings_proxy.app.ctx.sync is not None
+    client = settings_proxy.app.ctx.sync.client
+    assert client.proxy_for("http://flags.example/api") == "http://127.0.0.1:9"
+    assert client.proxy_for("https://flags.example/api") is None
