@@ -127,7 +127,7 @@ class SyncService:
             return
         if self.from_upstream:
             return  # the upstream already answered; its flags are newer
-        if not document.get("features"):
+        if not (document.get("features") or document.get("events")):
             self.logger.warn(f"Bootstrap document at {self.bootstrap_url} has no features; ignored")
             return
         self._install(document, "bootstrap")

@@ -91,6 +91,13 @@ def features_url(config: UpstreamConfig) -> str:
     return url + ("?" + urlencode(query) if query else "")
 
 
+def is_features_document(document: Any) -> bool:
+    """A client API features document, or a delta document (`events`) as Unleash's delta API sends."""
+    return isinstance(document, dict) and (
+        isinstance(document.get("features"), list) or isinstance(document.get("events"), list)
+    )
+
+
 def classify_status(status: int) -> str:
     if status in (401, 403):
         return "auth"
@@ -168,7 +175,7 @@ class UpstreamClient:
             payload = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
             return Failed("other", f"sent invalid JSON: {exc}", 200)
-        if not isinstance(payload, dict) or not isinstance(payload.get("features"), list):
+        if not is_features_document(payload):
             return Failed("other", "sent a document without a `features` list", 200)
         return Updated(payload, new_etag)
 
@@ -209,7 +216,7 @@ class UpstreamClient:
             document = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
             return f"sent invalid JSON: {exc}"
-        if not isinstance(document, dict) or not isinstance(document.get("features"), list):
+        if not is_features_document(document):
             return "sent a document without a `features` list"
         return document
 
