@@ -20,8 +20,18 @@ def main(argv: list[str]) -> int:
         i = argv.index("--json")
         out = pathlib.Path(argv[i + 1])
         argv = argv[:i] + argv[i + 2 :]
-    command = [sys.executable, "-m", "pytest", "-q", "benchmarks/test_engine.py", "-p", "no:cacheprovider",
-               f"--benchmark-json={out}", "--benchmark-disable-gc", *argv]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "benchmarks/test_engine.py",
+        "-p",
+        "no:cacheprovider",
+        f"--benchmark-json={out}",
+        "--benchmark-disable-gc",
+        *argv,
+    ]
     code = subprocess.call(command)
     if code != 0:
         return code
@@ -30,8 +40,10 @@ def main(argv: list[str]) -> int:
     for row in rows:
         info = row["extra_info"]
         timing[(info["kind"], info["implementation"], info["flags"])] = row["stats"]["median"]
-    print("\n| flags | compiled µs/request | pure µs/request | compiled vs pure | compiled ns/flag "
-          "| yggdrasil-engine ns/flag | compiled vs yggdrasil (per flag) | compile ms |")
+    print(
+        "\n| flags | compiled µs/request | pure µs/request | compiled vs pure | compiled ns/flag "
+        "| yggdrasil-engine ns/flag | compiled vs yggdrasil (per flag) | compile ms |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for flags in sorted({k[2] for k in timing}):
         compiled = timing.get(("evaluate_all", "compiled", flags))
@@ -43,12 +55,12 @@ def main(argv: list[str]) -> int:
         cells = [
             f"{flags}",
             f"{compiled * 1e6:.1f}",
-            f"{pure * 1e6:.1f}" if pure else "–",
-            f"{pure / compiled:.1f}x" if pure else "–",
+            f"{pure * 1e6:.1f}" if pure else "-",
+            f"{pure / compiled:.1f}x" if pure else "-",
             f"{compiled * 1e9 / flags:.0f}",
-            f"{ygg * 1e9 / flags:.0f}" if ygg else "–",
-            f"{ygg / compiled:.0f}x" if ygg else "–",
-            f"{build * 1e3:.0f}" if build else "–",
+            f"{ygg * 1e9 / flags:.0f}" if ygg else "-",
+            f"{ygg / compiled:.0f}x" if ygg else "-",
+            f"{build * 1e3:.0f}" if build else "-",
         ]
         print("| " + " | ".join(cells) + " |")
     print(f"\nraw results: {out}")

@@ -72,8 +72,13 @@ def test_yggdrasil_public_api(benchmark, flags: int) -> None:
 def test_compile_snapshot(benchmark, flags: int) -> None:
     payload = snapshot_payload(flags)
     benchmark.extra_info.update(flags=flags, implementation="compiled", kind="compile")
-    snapshot = benchmark.pedantic(compile_snapshot, args=(payload,), kwargs={"implementation": "compiled"},
-                                  rounds=5 if flags >= 1000 else 20, iterations=1)
+    snapshot = benchmark.pedantic(
+        compile_snapshot,
+        args=(payload,),
+        kwargs={"implementation": "compiled"},
+        rounds=5 if flags >= 1000 else 20,
+        iterations=1,
+    )
     assert len(snapshot) == flags
 
 

@@ -129,7 +129,8 @@ def _compile_flag(
 def _dependencies(dependencies: Any, index: dict[str, int]) -> tuple[m.Dependency, ...]:
     compiled = []
     for dep in dependencies or ():
-        parent = index.get(dep.get("feature"), -1) if isinstance(dep, Mapping) else -1
+        parent_name = dep.get("feature") if isinstance(dep, Mapping) else None
+        parent = index.get(parent_name, -1) if isinstance(parent_name, str) else -1
         enabled = dep.get("enabled") is not False if isinstance(dep, Mapping) else True
         wanted = dep.get("variants") if isinstance(dep, Mapping) else None
         variants = frozenset(v for v in wanted if isinstance(v, str)) if isinstance(wanted, list) else None

@@ -26,8 +26,8 @@ def apply_delta_events(events: Iterable[Any], state: Mapping[str, Any] | None = 
             segments = {s["id"]: s for s in event.get("segments") or () if isinstance(s, Mapping)}
         elif kind == "feature-updated" and isinstance(event.get("feature"), Mapping):
             features[event["feature"]["name"]] = event["feature"]
-        elif kind == "feature-removed":
-            features.pop(event.get("featureName"), None)
+        elif kind == "feature-removed" and isinstance(event.get("featureName"), str):
+            features.pop(event["featureName"], None)
         elif kind == "segment-updated" and isinstance(event.get("segment"), Mapping):
             segments[event["segment"]["id"]] = event["segment"]
         elif kind == "segment-removed":

@@ -81,6 +81,8 @@ def test_malformed_features_are_skipped_or_off(implementation: str) -> None:
     )
     assert s.names == ("f", "g")
     assert not s.is_enabled("f", {}) and s.is_enabled("g", {})
+    odd_parent = snap(implementation, flag("child", [DEFAULT], dependencies=[{"feature": ["x"]}, "junk"]))
+    assert odd_parent.warnings == () and not odd_parent.is_enabled("child", {})
 
 
 # -------------------------------------------------------------------------------------- strategies
