@@ -57,7 +57,6 @@ def create_app(settings: ServerSettings, name: str = "flagproxy-server") -> Serv
     app.ext.openapi.secured("apiKey")
     app.ext.openapi.add_security_scheme("apiKey", "apiKey", location="header", name="Authorization")
 
-    logging.getLogger("flagproxy.server").setLevel(LOG_LEVELS.get(settings.log_level, logging.WARNING))
     install_error_handlers(app)
     app.register_middleware(authenticate, "request")
     for blueprint in blueprints():

@@ -10,8 +10,21 @@ from functools import partial
 from sanic import Sanic
 from sanic.worker.loader import AppLoader
 
-from flagproxy.server.app import create_app
+from flagproxy.server.app import LOG_LEVELS, create_app
 from flagproxy.server.settings import ServerSettings, SettingsError
+
+
+def _configure_logging(level_name: str) -> None:
+    """Our messages on stderr; Sanic's start/stop chatter only at info or debug."""
+    level = LOG_LEVELS.get(level_name, logging.WARNING)
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    ours = logging.getLogger("flagproxy.server")
+    ours.addHandler(handler)
+    ours.setLevel(level)
+    ours.propagate = False
+    for name in ("sanic.root", "sanic.server", "sanic.error"):
+        logging.getLogger(name).setLevel(level)
 
 
 def main(argv: list[str]) -> int:
@@ -20,7 +33,7 @@ def main(argv: list[str]) -> int:
     except SettingsError as exc:
         print(f"flagproxy server: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _configure_logging(settings.log_level)
     loader = AppLoader(factory=partial(create_app, settings))
     app = loader.load()
     app.prepare(

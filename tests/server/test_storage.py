@@ -1,0 +1,109 @@
+"""Migrations and persistence, against a fresh database of each backend."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from flagproxy.server.storage import revision
+from flagproxy.server.storage.database import open_database
+from flagproxy.server.storage.migrations import MIGRATIONS, migrate
+from tests.server.harness import ADMIN_TOKEN, CLIENT_TOKEN, ServerProcess, base_env, free_port, unique
+
+Fresh = Callable[[str], dict[str, str]]
+
+
+def _database(env: dict[str, str]):
+    return open_database(env.get("DATABASE_URL"), env.get("DATABASE_PATH", ""))
+
+
+def test_migrations_apply_once_and_seed(backend: str, backend_env: Fresh) -> None:
+    database = _database(backend_env(backend))
+    try:
+        assert migrate(database) == [m.version for m in MIGRATIONS]
+        assert migrate(database) == []
+        with database.transaction() as tx:
+            versions = [row["version"] for row in tx.all("SELECT version FROM schema_migrations")]
+            assert versions == [m.version for m in MIGRATIONS]
+            assert [row["id"] for row in tx.all("SELECT id FROM projects")] == ["default"]
+            environments = tx.all("SELECT name FROM environments ORDER BY sort_order")
+            assert [row["name"] for row in environments] == ["development", "production"]
+            before = revision.current(tx)
+            revision.bump(tx)
+            assert revision.current(tx) == before + 1
+    finally:
+        database.close()
+
+
+def test_a_failed_transaction_leaves_nothing_behind(backend: str, backend_env: Fresh) -> None:
+    database = _database(backend_env(backend))
+    try:
+        migrate(database)
+        try:
+            with database.transaction() as tx:
+                tx.execute("INSERT INTO projects (id, name, created_at) VALUES (?, ?, ?)", ("p", "P", "now"))
+                raise RuntimeError("abort")
+        except RuntimeError:
+            pass
+        with database.transaction() as tx:
+            assert tx.one("SELECT id FROM projects WHERE id = ?", ("p",)) is None
+    finally:
+        database.close()
+
+
+def test_data_survives_a_restart(backend: str, backend_env: Fresh, tmp_path: Path) -> None:
+    env = base_env(**backend_env(backend))
+    name = unique("kept")
+    first = ServerProcess(env, log_path=str(tmp_path / "first.log")).start()
+    try:
+        first.api().create_feature(name)
+        first.api().switch(name, True)
+        etag = first.api().get("/api/client/features", token=CLIENT_TOKEN).headers["etag"]
+    finally:
+        assert first.stop() == 0
+    second = ServerProcess(env, log_path=str(tmp_path / "second.log")).start()
+    try:
+        assert second.api().listed_feature(name)["environments"][0]["enabled"] is True
+        # Same data, same revision: a proxy's cached ETag stays valid across a server restart.
+        again = second.api().get("/api/client/features", token=CLIENT_TOKEN, headers={"If-None-Match": etag})
+        assert again.status == 304
+        tokens = second.api().get("/api/admin/api-tokens").json()["tokens"]
+        assert sum(t["secret"] == ADMIN_TOKEN for t in tokens) == 1  # INIT tokens are not duplicated
+    finally:
+        assert second.stop() == 0
+
+
+def _run_server(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "flagproxy", "server", *args],
+        env={**env, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
+def test_bad_settings_stop_the_server_at_start(tmp_path: Path) -> None:
+    database = str(tmp_path / "x.db")
+    # Each case would otherwise start on port 1, which the test does not expect to be reached.
+    cases = [
+        ({"INIT_ADMIN_API_TOKENS": "no-format", "PORT": "1"}, "INIT_ADMIN_API_TOKENS"),
+        ({"INIT_CLIENT_API_TOKENS": "default:*.secret", "PORT": "1"}, "INIT_CLIENT_API_TOKENS"),
+        ({"PORT": "http"}, "PORT"),
+        ({"PORT": "70000"}, "PORT"),
+        ({"DATABASE_URL": "mysql://x", "PORT": "1"}, "DATABASE_URL"),
+    ]
+    for env, named in cases:
+        finished = _run_server({"DATABASE_PATH": database, **env})
+        assert finished.returncode == 2, finished.stderr
+        assert named in finished.stderr
+
+
+def test_init_token_for_an_unknown_environment_stops_the_server(tmp_path: Path) -> None:
+    env = {"DATABASE_PATH": str(tmp_path / "x.db"), "INIT_CLIENT_API_TOKENS": "default:staging.secret"}
+    finished = _run_server(env, "--port", str(free_port()))
+    assert finished.returncode != 0
+    assert "staging" in finished.stderr
