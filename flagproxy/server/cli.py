@@ -33,9 +33,9 @@ def main(argv: list[str]) -> int:
     except SettingsError as exc:
         print(f"flagproxy server: {exc}", file=sys.stderr)
         return 2
-    _configure_logging(settings.log_level)
     loader = AppLoader(factory=partial(create_app, settings))
     app = loader.load()
+    _configure_logging(settings.log_level)  # after the app exists: creating it installs Sanic's logging
     app.prepare(
         host=settings.host,
         port=settings.port,
