@@ -1,0 +1,171 @@
+"""The small parts of the HTTP layer: ETags, keys, X-Forwarded-For, CORS, logging, enrichers, OpenAPI."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import logging
+
+import pytest
+
+from flagproxy.proxy.auth import KeyRing
+from flagproxy.proxy.cors import CorsPolicy
+from flagproxy.proxy.enrichers import EnricherError, EnricherFileError, enrich, load_enrichers_file
+from flagproxy.proxy.etag import none_match, weak_etag
+from flagproxy.proxy.logger import LoggerAdapter, SimpleLogger, make_logger
+from flagproxy.proxy.openapi import build_openapi
+from flagproxy.proxy.settings import ProxySettings, TrustProxy
+from flagproxy.proxy.trust import client_address
+
+
+@pytest.mark.parametrize(
+    ("body", "etag"),
+    [
+        (b"ok", 'W/"2-eoX0dku9ba8cNUXvu/DyeabcC+s"'),
+        (b"Unauthorized", 'W/"c-dAuDFQrdjS3hezqxDTNgW7AOlYk"'),
+        (b"OK", 'W/"2-nOO9QiTIwXgNtWtBJezz8kv3SLc"'),
+    ],
+)
+def test_etags_match_express(body, etag):
+    assert weak_etag(body) == etag
+
+
+def test_none_match():
+    etag = 'W/"2-abc"'
+    assert none_match("*", etag) and none_match('W/"2-abc"', etag) and none_match('"2-abc"', etag)
+    assert none_match('"x", W/"2-abc"', etag)
+    assert not none_match(None, etag) and not none_match('"x"', etag) and not none_match("", etag)
+
+
+def test_key_ring():
+    ring = KeyRing(["one", "two", ""])
+    assert ring.accepts("two") and not ring.accepts("tw") and not ring.accepts("") and not ring.accepts(None)
+    assert not ring.accepts("ünïcode")
+    assert not KeyRing([])
+
+
+@pytest.mark.parametrize(
+    ("trust", "forwarded", "expected"),
+    [
+        (TrustProxy(), "1.1.1.1", "127.0.0.1"),
+        (TrustProxy(trust_all=True), "1.1.1.1, 2.2.2.2", "1.1.1.1"),
+        (TrustProxy(trust_all=True), " , ", "127.0.0.1"),
+        (
+            ProxySettings.load(
+                {"trust_proxy": "loopback"},
+                env={"SERVICE_URL": "http://x", "SERVICE_API_TOKEN": "t", "SERVICE_PROXY_CLIENT_KEYS": "k"},
+            ).trust_proxy,
+            "1.1.1.1, 10.0.0.1",
+            "10.0.0.1",
+        ),
+    ],
+)
+def test_client_address(trust, forwarded, expected):
+    assert client_address("127.0.0.1", forwarded, trust) == expected
+
+
+def test_trust_of_mapped_ipv4_and_garbage():
+    trust = TrustProxy(networks=(__import__("ipaddress").ip_network("10.0.0.0/8"),))
+    assert trust.trusts("::ffff:10.1.2.3") and not trust.trusts("garbage") and not trust.trusts("11.0.0.1")
+
+
+def _settings(**options):
+    return ProxySettings.load(
+        options, env={"SERVICE_URL": "http://x", "SERVICE_API_TOKEN": "t", "SERVICE_PROXY_CLIENT_KEYS": "k"}
+    )
+
+
+def test_cors_default_headers_are_shared_constants():
+    policy = CorsPolicy(_settings())
+    assert policy.actual("https://x") is policy.actual(None)
+    assert policy.actual(None) == {
+        "Access-Control-Allow-Origin": "*",
+        "Access-Control-Expose-Headers": "ETag",
+    }
+
+
+def test_cors_preflight_with_everything_set():
+    policy = CorsPolicy(
+        _settings(
+            cors_origin="https://a, https://b",
+            cors_credentials=True,
+            cors_allowed_headers="",
+            cors_max_age=0,
+            cors_exposed_headers="",
+        )
+    )
+    assert policy.preflight("https://b", "x-y") == {
+        "Access-Control-Allow-Origin": "https://b",
+        "Access-Control-Allow-Credentials": "true",
+        "Access-Control-Allow-Methods": "GET, POST",
+        "Vary": "Origin",
+    }
+
+
+def test_simple_logger_text_and_json():
+    text, js = io.StringIO(), io.StringIO()
+    SimpleLogger("info", stream=text).info("ready", 1)
+    SimpleLogger("info", stream=text).debug("hidden")
+    SimpleLogger("warn", json=True, stream=js).error("bad", {"a": 1})
+    assert text.getvalue() == "INFO: ready 1\n"
+    assert json.loads(js.getvalue()) == {"level": "error", "message": "bad", "args": [{"a": 1}]}
+
+
+def test_logger_adapter_over_stdlib_and_broken_loggers(caplog):
+    std = logging.getLogger("flagproxy.test")
+    with caplog.at_level(logging.WARNING, logger="flagproxy.test"):
+        LoggerAdapter(std).warn("careful")
+        LoggerAdapter(std).fatal("dead")
+    assert [r.levelname for r in caplog.records] == ["WARNING", "CRITICAL"]
+
+    class Broken:
+        def error(self, *args):
+            raise RuntimeError("logger down")
+
+    LoggerAdapter(Broken()).error("x")  # swallowed
+    LoggerAdapter(Broken()).info("no such method")
+    adapter = make_logger(None, "warn", False)
+    assert make_logger(adapter, "debug", True) is adapter
+
+
+def test_enrichers(tmp_path):
+    async def upper(ctx):
+        ctx["userId"] = ctx["userId"].upper()
+        return ctx
+
+    assert asyncio.run(enrich({"userId": "a"}, [upper, lambda c: {**c, "x": "1"}])) == {
+        "userId": "A",
+        "x": "1",
+    }
+    with pytest.raises(EnricherError):
+        asyncio.run(enrich({}, [lambda c: None]))
+    with pytest.raises(EnricherError):
+        asyncio.run(enrich({}, [lambda c: 1 / 0]))
+    bad = tmp_path / "bad.py"
+    for content, message in [
+        ("enrichers = 3", "must define"),
+        ("enrichers = [3]", "not callable"),
+        ("raise ValueError('x')", "failed to load"),
+    ]:
+        bad.write_text(content)
+        with pytest.raises(EnricherFileError, match=message):
+            load_enrichers_file(str(bad))
+
+
+def test_openapi_document_describes_every_route():
+    spec = build_openapi("/base", "authorization")
+    assert spec["servers"] == [{"url": "/base"}]
+    assert set(spec["paths"]) == {
+        "/proxy",
+        "/proxy/all",
+        "/proxy/client/features",
+        "/proxy/client/metrics",
+        "/proxy/all/client/metrics",
+        "/proxy/client/register",
+        "/proxy/health",
+        "/proxy/internal-backstage/prometheus",
+    }
+    refs = json.dumps(spec)
+    for name in spec["components"]["schemas"]:
+        assert f"#/components/schemas/{name}" in refs or name == "variantSchema"
