@@ -86,8 +86,9 @@ def fetch(
 class StubUpstream:
     """The parts of the Unleash client API a proxy uses, recording every request it receives."""
 
-    def __init__(self, loop: LoopThread, payload: dict[str, Any]) -> None:
+    def __init__(self, loop: LoopThread, payload: dict[str, Any], ssl_context: Any = None) -> None:
         self.loop = loop
+        self.ssl_context = ssl_context
         self.payload = payload
         self.features_status = 200
         self.post_status = 202
@@ -95,7 +96,7 @@ class StubUpstream:
         self.bootstrap_payload: dict[str, Any] | None = None
         self.requests: list[dict[str, Any]] = []
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/api"
+        self.url = f"{'https' if ssl_context else 'http'}://127.0.0.1:{self.port}/api"
         self.runner: web.AppRunner | None = None
         loop.run(self._start())
 
@@ -144,7 +145,7 @@ class StubUpstream:
         app.router.add_get("/bootstrap/features.json", self._bootstrap)
         self.runner = web.AppRunner(app, access_log=None)
         await self.runner.setup()
-        await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
+        await web.TCPSite(self.runner, "127.0.0.1", self.port, ssl_context=self.ssl_context).start()
 
     def stop(self) -> None:
         if self.runner is not None:

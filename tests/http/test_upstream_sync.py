@@ -4,9 +4,13 @@ failures and backoff, backup, bootstrap, HTTP proxies."""
 from __future__ import annotations
 
 import json
+import shutil
+import ssl
+import subprocess
 import time
 from typing import Any
 
+import pytest
 from conftest import KEY, SAMPLE, StubUpstream
 
 from flagproxy.sync.backup import FileStorageProvider
@@ -235,3 +239,45 @@ def test_no_proxy_bypasses_the_http_proxy(proxy_factory, upstream):
     client = settings_proxy.app.ctx.sync.client
     assert client.proxy_for("http://flags.example/api") == "http://127.0.0.1:9"
     assert client.proxy_for("https://flags.example/api") is None
+
+
+def _self_signed(tmp_path) -> ssl.SSLContext:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(str(cert), str(key))
+    return context
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+def test_reject_unauthorized(proxy_factory, loop_thread, tmp_path):
+    secure = StubUpstream(loop_thread, json.loads(json.dumps(SAMPLE)), ssl_context=_self_signed(tmp_path))
+    try:
+        logger = RecordingLogger()
+        strict = proxy_factory(service_url=secure.url, wait=False, logger=logger, refresh_interval=50)
+        wait_until(lambda: logger.said("warn", "certificate"))
+        assert not strict.store.ready
+        relaxed = proxy_factory(service_url=secure.url, http_options_reject_unauthorized=False)
+        assert relaxed.store.ready
+    finally:
+        secure.stop()
