@@ -49,8 +49,12 @@ class Option:
     def default_text(self) -> str:
         if self.required:
             return "required"
-        if self.default is None or self.default == () or self.default == "":
-            return "unset" if self.default is None else repr(self.default)
+        if self.default is None:
+            return "unset"
+        if self.default == ():
+            return "empty list"
+        if self.default == "":
+            return "empty string"
         if isinstance(self.default, TrustProxy):
             return "false"
         if isinstance(self.default, bool):

@@ -173,3 +173,13 @@ def test_custom_strategies_as_objects():
             return True
 
     assert load(custom_strategies=[Gold()]).custom_strategies[0].name == "gold"
+
+
+def test_the_configuration_reference_lists_every_option():
+    from pathlib import Path
+
+    reference = (Path(__file__).resolve().parents[2] / "docs" / "proxy.md").read_text()
+    for option in OPTIONS:
+        assert f"`{option.key}`" in reference, option.key
+        for name in (*option.env, *option.aliases):
+            assert f"`{name}`" in reference, name
