@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 
 from sanic import Sanic
@@ -64,6 +65,11 @@ def create_app(settings: ServerSettings, name: str = "flagproxy-server") -> Serv
 
     @app.before_server_start
     async def open_database(app: ServerApp) -> None:
+        if os.environ.get("SANIC_WORKER_IDENTIFIER"):
+            # A worker process built its own app (and Sanic's default logging) from the factory.
+            from flagproxy.server.cli import configure_logging
+
+            configure_logging(settings.log_level)
         app.ctx.db = open_and_prepare(settings)
 
     @app.after_server_stop

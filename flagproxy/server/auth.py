@@ -52,7 +52,7 @@ async def authenticate(request: Request) -> None:
             "You must log in to use this API. Your request had no authorization header: send an API token"
             " in the Authorization header."
         )
-    with request.app.ctx.db.transaction() as tx:
+    with request.app.ctx.db.transaction(read_only=True) as tx:
         token = token_rows.find(tx, secret)
     if token is None or _expired(token):
         raise AuthenticationRequired("The API token you sent is unknown or has expired.")

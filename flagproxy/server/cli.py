@@ -14,7 +14,7 @@ from flagproxy.server.app import LOG_LEVELS, create_app
 from flagproxy.server.settings import ServerSettings, SettingsError
 
 
-def _configure_logging(level_name: str) -> None:
+def configure_logging(level_name: str) -> None:
     """Our messages on stderr; Sanic's start/stop chatter only at info or debug."""
     level = LOG_LEVELS.get(level_name, logging.WARNING)
     handler = logging.StreamHandler()
@@ -35,7 +35,7 @@ def main(argv: list[str]) -> int:
         return 2
     loader = AppLoader(factory=partial(create_app, settings))
     app = loader.load()
-    _configure_logging(settings.log_level)  # after the app exists: creating it installs Sanic's logging
+    configure_logging(settings.log_level)  # after the app exists: creating it installs Sanic's logging
     app.prepare(
         host=settings.host,
         port=settings.port,
@@ -52,4 +52,7 @@ def main(argv: list[str]) -> int:
     except SettingsError as exc:
         print(f"flagproxy server: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # most often: the port is taken
+        print(f"flagproxy server: cannot listen on {settings.host}:{settings.port}: {exc}", file=sys.stderr)
+        return 1
     return 0

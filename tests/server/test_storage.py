@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -107,3 +108,26 @@ def test_init_token_for_an_unknown_environment_stops_the_server(tmp_path: Path) 
     finished = _run_server(env, "--port", str(free_port()))
     assert finished.returncode != 0
     assert "staging" in finished.stderr
+
+
+def test_several_workers_share_one_database(backend: str, backend_env: Fresh, tmp_path: Path) -> None:
+    env = base_env(**backend_env(backend), LOG_LEVEL="info")
+    log = tmp_path / "workers.log"
+    server = ServerProcess(env, args=["--workers", "2"], log_path=str(log)).start()
+    try:
+        # /health answers as soon as one worker is up; wait for both (Sanic does not stop cleanly on a
+        # SIGTERM that arrives while a worker is still starting).
+        deadline = time.monotonic() + 30
+        while log.read_text().count("Worker ready") < 2:
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        api = server.api()
+        names = [unique("w") for _ in range(6)]
+        for name in names:
+            api.create_feature(name)
+            # Whichever worker answers, it serves what any worker wrote.
+            served = {f["name"] for f in api.client_features()["features"]}
+            assert name in served
+        assert {f["name"] for f in api.client_features()["features"]} >= set(names)
+    finally:
+        assert server.stop() == 0

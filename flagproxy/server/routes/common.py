@@ -27,7 +27,8 @@ def empty(status: int = 200) -> HTTPResponse:
 
 @contextmanager
 def transaction(request: Request) -> Iterator[Tx]:
-    with request.app.ctx.db.transaction() as tx:
+    """The request's unit of work; GET requests only read, so they do not take SQLite's write lock."""
+    with request.app.ctx.db.transaction(read_only=request.method in ("GET", "HEAD")) as tx:
         yield tx
 
 

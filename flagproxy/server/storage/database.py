@@ -54,7 +54,8 @@ class Database:
     dialect: str
 
     @contextmanager
-    def transaction(self) -> Iterator[Tx]:  # pragma: no cover - interface
+    def transaction(self, *, read_only: bool = False) -> Iterator[Tx]:  # pragma: no cover - interface
+        """One unit of work; `read_only` lets SQLite readers run side by side (no write lock at BEGIN)."""
         raise NotImplementedError
         yield
 
@@ -89,10 +90,10 @@ class SqliteDatabase(Database):
         return connection
 
     @contextmanager
-    def transaction(self) -> Iterator[Tx]:
+    def transaction(self, *, read_only: bool = False) -> Iterator[Tx]:
         connection = self._connection()
         cursor = connection.cursor()
-        cursor.execute("BEGIN IMMEDIATE")
+        cursor.execute("BEGIN" if read_only else "BEGIN IMMEDIATE")
         try:
             yield Tx(cursor, "?", "sqlite")
         except BaseException:
@@ -123,7 +124,8 @@ class PostgresDatabase(Database):
         self._pool = ConnectionPool(url, min_size=1, max_size=max_connections, open=True, timeout=30)
 
     @contextmanager
-    def transaction(self) -> Iterator[Tx]:
+    def transaction(self, *, read_only: bool = False) -> Iterator[Tx]:
+        # READ COMMITTED either way; `read_only` matters only to SQLite's locking.
         with self._pool.connection() as connection, connection.transaction(), connection.cursor() as cursor:
             yield Tx(cursor, "%s", "postgres")
 

@@ -23,24 +23,25 @@ def _token(row: Row) -> ApiToken:
 
 
 def insert(tx: Tx, token: ApiToken) -> bool:
-    """Store a token; False when a token with this secret exists already."""
-    if tx.one("SELECT 1 AS found FROM api_tokens WHERE secret_hash = ?", (secret_hash(token.secret),)):
-        return False
-    tx.execute(
-        "INSERT INTO api_tokens (secret_hash, secret, token_name, type, environment, projects, created_at,"
-        " expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            secret_hash(token.secret),
-            token.secret,
-            token.token_name,
-            token.type,
-            token.environment,
-            orjson.dumps(list(token.projects)).decode(),
-            token.created_at,
-            token.expires_at,
-        ),
+    """Store a token; False when a token with this secret exists already (also when another worker or
+    instance stores the same INIT token at the same moment)."""
+    return (
+        tx.execute(
+            "INSERT INTO api_tokens (secret_hash, secret, token_name, type, environment, projects,"
+            " created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (secret_hash) DO NOTHING",
+            (
+                secret_hash(token.secret),
+                token.secret,
+                token.token_name,
+                token.type,
+                token.environment,
+                orjson.dumps(list(token.projects)).decode(),
+                token.created_at,
+                token.expires_at,
+            ),
+        )
+        > 0
     )
-    return True
 
 
 def find(tx: Tx, secret: str) -> ApiToken | None:
