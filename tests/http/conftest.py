@@ -1,60 +1,17 @@
-"""Real sockets on loopback: a stub upstream (aiohttp.web) and proxies (Sanic), on one background loop.
-
-Tests talk to both with plain blocking `http.client` from the test thread, so what is checked is exactly
-what goes over the wire. Everything started here is stopped at the end of the test that started it.
-
-    def test_x(proxy_factory):
-        proxy = proxy_factory(enable_all_endpoint=True)     # ready: the upstream served the sample file
-        status, headers, body = proxy.get("/proxy?userId=1", key="proxy-secret")
-        proxy.upstream.requests                              # what the upstream received
-"""
+"""Fixtures for tests through real sockets: see loopback.py for the servers they start."""
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
-import http.client
 import json
-import socket
-import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 
-from flagproxy.proxy.app import create_app
 from flagproxy.proxy.settings import ProxySettings
 from flagproxy.sync.backup import FileStorageProvider
-
-DATA = Path(__file__).parent / "data"
-SAMPLE = json.loads((DATA / "sample-features.json").read_text())
-KEY = "proxy-secret"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class LoopThread:
-    """An asyncio loop in a daemon thread; `run(coro)` runs a coroutine there and waits for it."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-
-    def run(self, coro: Any, timeout: float = 10) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
-        self.loop.close()
+from tests.http.loopback import KEY, SAMPLE, LoopThread, RunningProxy, StubUpstream
 
 
 @pytest.fixture(scope="session")
@@ -62,181 +19,6 @@ def loop_thread() -> Iterator[LoopThread]:
     loop = LoopThread()
     yield loop
     loop.close()
-
-
-def fetch(
-    port: int,
-    method: str,
-    path: str,
-    headers: dict[str, str] | None = None,
-    body: bytes | str | None = None,
-    timeout: float = 5,
-) -> tuple[int, dict[str, str], bytes]:
-    """One request on a fresh connection; headers come back with lower-case names."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        conn.request(method, path, body=body, headers=headers or {})
-        response = conn.getresponse()
-        data = response.read()
-        return response.status, {k.lower(): v for k, v in response.getheaders()}, data
-    finally:
-        conn.close()
-
-
-class StubUpstream:
-    """The parts of the Unleash client API a proxy uses, recording every request it receives."""
-
-    def __init__(self, loop: LoopThread, payload: dict[str, Any], ssl_context: Any = None) -> None:
-        self.loop = loop
-        self.ssl_context = ssl_context
-        self.payload = payload
-        self.features_status = 200
-        self.post_status = 202
-        self.delay = 0.0
-        self.bootstrap_payload: dict[str, Any] | None = None
-        self.requests: list[dict[str, Any]] = []
-        self.port = free_port()
-        self.url = f"{'https' if ssl_context else 'http'}://127.0.0.1:{self.port}/api"
-        self.runner: web.AppRunner | None = None
-        loop.run(self._start())
-
-    def etag(self) -> str:
-        return '"' + hashlib.sha1(json.dumps(self.payload, sort_keys=True).encode()).hexdigest()[:16] + '"'
-
-    async def _record(self, request: web.Request) -> dict[str, Any]:
-        raw = await request.read()
-        entry = {
-            "method": request.method,
-            "path": request.path,
-            "query": request.raw_path.partition("?")[2],
-            "headers": dict(request.headers),
-            "body": json.loads(raw) if raw else None,
-            "time": time.monotonic(),
-        }
-        self.requests.append(entry)
-        return entry
-
-    async def _features(self, request: web.Request) -> web.Response:
-        await self._record(request)
-        if self.delay:
-            await asyncio.sleep(self.delay)
-        if self.features_status != 200:
-            return web.Response(status=self.features_status, text="upstream says no")
-        etag = self.etag()
-        if request.headers.get("If-None-Match") == etag:
-            return web.Response(status=304, headers={"ETag": etag})
-        return web.json_response(self.payload, headers={"ETag": etag})
-
-    async def _post(self, request: web.Request) -> web.Response:
-        await self._record(request)
-        return web.Response(status=self.post_status)
-
-    async def _bootstrap(self, request: web.Request) -> web.Response:
-        await self._record(request)
-        if self.bootstrap_payload is None:
-            return web.Response(status=404)
-        return web.json_response(self.bootstrap_payload)
-
-    async def _start(self) -> None:
-        app = web.Application()
-        app.router.add_get("/api/client/features", self._features)
-        app.router.add_post("/api/client/metrics", self._post)
-        app.router.add_post("/api/client/register", self._post)
-        app.router.add_get("/bootstrap/features.json", self._bootstrap)
-        self.runner = web.AppRunner(app, access_log=None)
-        await self.runner.setup()
-        await web.TCPSite(self.runner, "127.0.0.1", self.port, ssl_context=self.ssl_context).start()
-
-    def stop(self) -> None:
-        if self.runner is not None:
-            self.loop.run(self.runner.cleanup())
-            self.runner = None
-
-    def received(self, path: str) -> list[dict[str, Any]]:
-        return [r for r in list(self.requests) if r["path"] == path]
-
-    def wait_for(self, path: str, count: int = 1, timeout: float = 5) -> list[dict[str, Any]]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = self.received(path)
-            if len(found) >= count:
-                return found
-            time.sleep(0.02)
-        raise AssertionError(f"upstream got {len(self.received(path))} requests to {path}, wanted {count}")
-
-
-class RunningProxy:
-    def __init__(self, loop: LoopThread, settings: ProxySettings, upstream: StubUpstream | None) -> None:
-        self.loop = loop
-        self.settings = settings
-        self.upstream = upstream
-        self.port = free_port()
-        self.app = create_app(settings)
-        # Sanic's touch-up rewrites its protocol class once per process; many apps in one test process
-        # would rewrite it again and fail. Real runs (one app per process) keep it.
-        self.app.config.TOUCHUP = False
-        self.server: Any = None
-        loop.run(self._start())
-
-    async def _start(self) -> None:
-        self.server = await self.app.create_server(
-            host="127.0.0.1", port=self.port, return_asyncio_server=True, access_log=False
-        )
-        await self.server.startup()
-        await self.server.before_start()
-        await self.server.after_start()
-
-    async def _stop(self) -> None:
-        await self.server.before_stop()
-        self.server.close()
-        await self.server.wait_closed()
-        await self.server.after_stop()
-
-    def stop(self) -> None:
-        if self.server is not None:
-            self.loop.run(self._stop())
-            self.server = None
-
-    @property
-    def store(self) -> Any:
-        return self.app.ctx.store
-
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        key: str | None = None,
-        headers: dict[str, str] | None = None,
-        body: Any = None,
-        json_body: Any = None,
-    ) -> tuple[int, dict[str, str], bytes]:
-        all_headers = dict(headers or {})
-        if key is not None:
-            all_headers[self.settings.client_keys_header_name] = key
-        if json_body is not None:
-            body = json.dumps(json_body)
-            all_headers.setdefault("Content-Type", "application/json")
-        return fetch(self.port, method, path, all_headers, body)
-
-    def get(self, path: str, **kwargs: Any) -> tuple[int, dict[str, str], bytes]:
-        return self.request("GET", path, **kwargs)
-
-    def post(self, path: str, json_body: Any = None, **kwargs: Any) -> tuple[int, dict[str, str], bytes]:
-        return self.request("POST", path, json_body=json_body, **kwargs)
-
-    def toggles(self, path: str = "/proxy", **kwargs: Any) -> list[dict[str, Any]]:
-        status, _, body = self.get(path, key=KEY, **kwargs)
-        assert status == 200, body
-        return json.loads(body)["toggles"]
-
-    def wait_ready(self, timeout: float = 5) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.store.ready:
-                return
-            time.sleep(0.01)
-        raise AssertionError("proxy did not become ready")
 
 
 @pytest.fixture

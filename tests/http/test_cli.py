@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import KEY, fetch, free_port
 
 from flagproxy.proxy.settings import OPTIONS
+from tests.http.loopback import KEY, fetch, free_port
 
 pytestmark = pytest.mark.slow
 

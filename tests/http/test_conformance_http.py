@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import KEY, RunningProxy, StubUpstream
 
 from flagproxy.proxy.settings import ProxySettings
 from flagproxy.sync.backup import FileStorageProvider
+from tests.http.loopback import KEY, RunningProxy, StubUpstream
 
 SPEC_DIR = Path(__file__).resolve().parents[2] / ".." / "shared" / "client-specification"
 

@@ -6,7 +6,8 @@ import json
 from typing import Any
 
 import pytest
-from conftest import KEY
+
+from tests.http.loopback import KEY
 
 
 @pytest.fixture

@@ -7,7 +7,8 @@ import re
 import time
 
 import pytest
-from conftest import KEY
+
+from tests.http.loopback import KEY
 
 UNAUTHORIZED_ETAG = 'W/"c-dAuDFQrdjS3hezqxDTNgW7AOlYk"'
 NOT_READY = b"The Unleash Proxy has not connected to the Unleash API and is not ready to accept requests yet."

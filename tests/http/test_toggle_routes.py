@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import KEY
+
+from tests.http.loopback import KEY
 
 U1 = "/proxy?userId=u1&sessionId=s1"
 NODE_U1_ETAG = 'W/"876-gEN+QlEcLKfCqM0uTN6Nv+KrNKI"'

@@ -11,9 +11,9 @@ import time
 from typing import Any
 
 import pytest
-from conftest import KEY, SAMPLE, StubUpstream
 
 from flagproxy.sync.backup import FileStorageProvider
+from tests.http.loopback import KEY, SAMPLE, StubUpstream
 
 
 class RecordingLogger:
