@@ -37,11 +37,16 @@ class Snapshot:
         "is_enabled",
         "names",
         "payload",
+        "state",
         "warnings",
     )
 
-    def __init__(self, payload: Mapping[str, Any], engine: Any, warnings: Sequence[str]) -> None:
+    def __init__(
+        self, payload: Mapping[str, Any], state: Mapping[str, Any], engine: Any, warnings: Sequence[str]
+    ) -> None:
         self.payload = payload
+        # The full features document: the payload itself, or a delta's events applied to an empty state.
+        self.state = state
         self.warnings = tuple(warnings)
         self.names: tuple[str, ...] = tuple(f.name for f in engine.flags)
         self.implementation: str = engine.implementation
@@ -90,7 +95,7 @@ def compile_snapshot(
     log = logger if logger is not None else _log
     for warning in warnings:
         log.warning(warning)
-    return Snapshot(payload, engine_class(implementation)(flags), warnings)
+    return Snapshot(payload, state, engine_class(implementation)(flags), warnings)
 
 
 __all__ = ["Snapshot", "compile_snapshot"]

@@ -43,9 +43,10 @@ class ServedSnapshot:
         self.evaluate_named_body = snapshot.evaluate_named_body
         # What server-side SDKs and other proxies read. Unlike the Node proxy this keeps `segments`,
         # so a downstream SDK can evaluate segment constraints.
-        document: dict[str, Any] = {"version": 2, "features": payload.get("features", [])}
-        if "segments" in payload:
-            document["segments"] = payload["segments"]
+        state = snapshot.state  # a delta's events already applied
+        document: dict[str, Any] = {"version": 2, "features": state.get("features", [])}
+        if "segments" in state:
+            document["segments"] = state["segments"]
         self.features_body = orjson.dumps(document)
         self.features_etag = weak_etag(self.features_body)
 

@@ -387,3 +387,20 @@ def test_the_compiled_hash_matches_the_pure_one() -> None:
     for group, ident in [("g", "1"), ("AB12A", "122"), ("😊", "φ" * 600), ("", "")]:
         for seed in (0, 86028157):
             assert _eval.normalized_hash(group, ident, 100, seed) == normalized_hash(group, ident, 100, seed)
+
+
+def test_a_delta_payload_exposes_its_hydrated_state(implementation: str) -> None:
+    events = [
+        {
+            "eventId": 1,
+            "type": "hydration",
+            "features": [flag("a", [DEFAULT])],
+            "segments": [{"id": 1, "constraints": []}],
+        },
+        {"eventId": 2, "type": "feature-updated", "feature": flag("b", [DEFAULT])},
+    ]
+    s = compile_snapshot({"events": events}, implementation=implementation)
+    assert [f["name"] for f in s.state["features"]] == ["a", "b"]
+    assert s.state["segments"] == [{"id": 1, "constraints": []}]
+    full = {"version": 2, "features": [flag("a", [DEFAULT])]}
+    assert compile_snapshot(full, implementation=implementation).state is full
