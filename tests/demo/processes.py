@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import http.client
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -13,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from tests.server.harness import CLIENT_TOKEN, START_TIMEOUT, free_port
+from tests.server.harness import CLIENT_TOKEN, START_TIMEOUT, free_port, terminate
 
 PROXY_KEY = "e2e-proxy-key"
 
@@ -74,13 +73,4 @@ class ProxyProcess:
         return {toggle["name"] for toggle in body["toggles"]}
 
     def stop(self) -> int | None:
-        if self.process is None:
-            return None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=5)
-        return self.process.returncode
+        return None if self.process is None else terminate(self.process)

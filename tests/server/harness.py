@@ -186,16 +186,19 @@ class ServerProcess:
         raise RuntimeError(f"flagproxy server did not answer /health within {START_TIMEOUT}s")
 
     def stop(self) -> int | None:
-        if self.process is None:
-            return None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=5)
-        return self.process.returncode
+        return None if self.process is None else terminate(self.process)
+
+
+def terminate(process: subprocess.Popen, timeout: float = 15) -> int:
+    """SIGTERM, then SIGKILL if it has not exited within `timeout`; the exit code (-9 means it hung)."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+    return process.returncode
 
 
 def base_env(**extra: str) -> dict[str, str]:
