@@ -1,20 +1,81 @@
 """Run the engine benchmarks and print a table of per-request and per-flag times with ratios.
 
     python -m benchmarks.engine_report [--json results.json] [extra pytest args]
+    python -m benchmarks.engine_report --instructions    # CPU instructions per request, under valgrind
 
 Ratios are within one run: compiled vs pure at each size, and compiled vs yggdrasil-engine per flag.
+
+Wall time depends on whatever else runs on the machine; instruction counts (valgrind's callgrind) do not, so
+they are the figure to compare across runs on a shared machine. Each size runs the same driver twice, with
+one and with three counted rounds over the 64 contexts after a warm-up round; the difference divided by 128
+is the steady-state cost of one evaluate-all request, warm-up and start-up excluded.
 """
 
 from __future__ import annotations
 
 import json
 import pathlib
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
 
+SIZES = [50, 200, 1000, 5000]
+_DRIVER = """
+import sys
+from benchmarks.datasets import contexts, snapshot_payload
+from flagproxy.snapshot import compile_snapshot
+flags, rounds = int(sys.argv[1]), int(sys.argv[2])
+evaluate = compile_snapshot(snapshot_payload(flags), implementation="compiled").evaluate_all_body
+batch = contexts(64)
+for _ in range(1 + rounds):
+    for context in batch:
+        evaluate(context)
+"""
+
+
+def _instructions_collected(flags: int, rounds: int) -> int:
+    """Instructions executed inside evaluate_all_body over the warm-up and `rounds` rounds."""
+    with tempfile.TemporaryDirectory() as tmp:
+        result = subprocess.run(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                f"--callgrind-out-file={tmp}/callgrind.out",
+                "--collect-atstart=no",
+                "--toggle-collect=*evaluate_all_body*",
+                sys.executable,
+                "-c",
+                _DRIVER,
+                str(flags),
+                str(rounds),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    found = re.search(r"Collected : (\d+)", result.stderr)
+    if found is None:
+        raise RuntimeError(f"no instruction count in valgrind's output:\n{result.stderr}")
+    return int(found.group(1))
+
+
+def instructions() -> int:
+    if shutil.which("valgrind") is None:
+        print("valgrind is not installed (apt-get install valgrind)", file=sys.stderr)
+        return 1
+    print("| flags | compiled instructions/request | per flag |")
+    print("|---:|---:|---:|")
+    for flags in SIZES:
+        per_request = (_instructions_collected(flags, 3) - _instructions_collected(flags, 1)) / 128
+        print(f"| {flags} | {per_request:,.0f} | {per_request / flags:,.0f} |", flush=True)
+    return 0
+
 
 def main(argv: list[str]) -> int:
+    if argv == ["--instructions"]:
+        return instructions()
     out = pathlib.Path(tempfile.mkdtemp()) / "engine.json"
     if "--json" in argv:
         i = argv.index("--json")

@@ -1,31 +1,45 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """The compiled evaluator: the same API and the same answers as flagproxy/_eval_py.py, in C.
 
-The compiler's model (flagproxy/compiler/model.py) is copied once per snapshot into typed classes, so
-the per-request walk touches C fields, not Python attributes. MurmurHash3 runs in C over the UTF-8 bytes
-the str objects already cache; string, set and tuple operations go through the CPython C API; the body is
-assembled with one allocation and memcpy of fragments built at compile time. Rare operators (dates,
+Once per snapshot the compiler's model (flagproxy/compiler/model.py) is flattened into C arrays of
+structs, laid out in evaluation order: flags, their strategies, the constraint ids of each strategy,
+variant lists, variants, overrides, dependencies, and every list fragment in one contiguous blob.
+Context fields get small integer slots (the six standard fields, then each property name the snapshot
+reads), and equal constraints (segments, repeated appName/environment checks...) share one id.
+
+Per request an `_Evaluation` resolves a slot the first time it is read and remembers every constraint's
+answer, so each distinct constraint is decided once per request, however many flags use it. Rollout
+hashes start from the MurmurHash3 state of "<group>:" computed at build time and only hash the
+identifier. The body is assembled with one allocation and memcpy from the blob. Rare operators (dates,
 semver, regex, CIDR, custom strategies) call the same Python helpers as the pure twin, so the two agree
-by construction; their parsed context values are cached for the length of one request.
+by construction; their parsed context values are cached per slot for the length of one request.
 """
 
+cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.object cimport PyObject
-from cpython.ref cimport Py_INCREF
+from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.unicode cimport PyUnicode_Tailmatch
 from libc.math cimport fabs
-from libc.stdint cimport uint8_t, uint32_t, uint64_t
-from libc.stdlib cimport free, malloc
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy
+from libc.time cimport gmtime_r, strftime, time_t, tm
+from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
 
 cdef extern from "Python.h":
-    const char* PyUnicode_AsUTF8AndSize(object unicode, Py_ssize_t* size) except NULL
+    # Borrowed-pointer forms of a few C API calls, so the walk does no reference counting.
+    const char* _utf8 "PyUnicode_AsUTF8AndSize"(PyObject* unicode, Py_ssize_t* size)
+    int _set_contains "PySet_Contains"(PyObject* anyset, PyObject* key) except -1
     int PyUnicode_Contains(object container, object element) except -1
+    object PyUnicode_DecodeASCII(const char* s, Py_ssize_t size, const char* errors)
+    int PyErr_ExceptionMatches(PyObject* exc)
+    void PyErr_Clear()
+    PyObject* PyExc_UnicodeEncodeError
 
 
 import os as _os
-import time as _time
 
 import orjson as _orjson
 
@@ -38,8 +52,6 @@ from flagproxy.compiler.fragments import unknown_named as _unknown_named
 # The model's integer codes, read once so there is a single source for them.
 cdef int FIELD_USER_ID = _m.FIELD_USER_ID
 cdef int FIELD_SESSION_ID = _m.FIELD_SESSION_ID
-cdef int FIELD_ENVIRONMENT = _m.FIELD_ENVIRONMENT
-cdef int FIELD_APP_NAME = _m.FIELD_APP_NAME
 cdef int FIELD_CURRENT_TIME = _m.FIELD_CURRENT_TIME
 cdef int FIELD_REMOTE_ADDRESS = _m.FIELD_REMOTE_ADDRESS
 cdef int FIELD_PROPERTY = _m.FIELD_PROPERTY
@@ -71,10 +83,24 @@ cdef int STRATEGY_REMOTE_ADDRESS = _m.STRATEGY_REMOTE_ADDRESS
 cdef int STRATEGY_CONSTANT = _m.STRATEGY_CONSTANT
 cdef int STRATEGY_CUSTOM = _m.STRATEGY_CUSTOM
 cdef uint32_t VARIANT_SEED = _m.VARIANT_SEED
+cdef uint32_t ROLLOUT_MODULUS = _m.ROLLOUT_MODULUS
+cdef int64_t CACHE_NEVER = _m.CACHE_NEVER
+cdef int64_t CACHE_SNAPSHOT = _m.CACHE_SNAPSHOT
 cdef double FLOAT_EPSILON = 2.220446049250313e-16
 
 _STANDARD_FIELDS = _m.STANDARD_FIELDS
 _FIELD_CODES = _m.FIELD_CODES
+
+# Slots 0..5 are the standard fields (their FIELD_* codes); properties the snapshot reads come after.
+cdef int STANDARD_SLOTS = 6
+# Stickiness in the C tables: a slot, or one of these.
+cdef int STICK_DEFAULT = -1
+cdef int STICK_RANDOM = -2
+# Per-slot caches of parsed context values.
+cdef int PARSED_DATE = 0
+cdef int PARSED_SEMVER = 1
+cdef int PARSED_ADDRESS = 2
+cdef int PARSED_KINDS = 3
 
 
 # ------------------------------------------------------------------------------------------- hashing
@@ -83,36 +109,28 @@ cdef inline uint32_t _rotl32(uint32_t x, int r) noexcept nogil:
     return (x << r) | (x >> (32 - r))
 
 
-cdef uint32_t _murmur3_32(const uint8_t* data, Py_ssize_t length, uint32_t seed) noexcept nogil:
-    cdef uint32_t c1 = 0xCC9E2D51U
-    cdef uint32_t c2 = 0x1B873593U
-    cdef uint32_t h = seed
-    cdef uint32_t k
-    cdef Py_ssize_t nblocks = length // 4
-    cdef Py_ssize_t i
-    cdef const uint8_t* tail
-    for i in range(nblocks):
-        k = (<uint32_t>data[4 * i] | (<uint32_t>data[4 * i + 1] << 8)
-             | (<uint32_t>data[4 * i + 2] << 16) | (<uint32_t>data[4 * i + 3] << 24))
-        k *= c1
+cdef inline uint32_t _mix_block(uint32_t h, uint32_t k) noexcept nogil:
+    k *= 0xCC9E2D51U
+    k = _rotl32(k, 15)
+    k *= 0x1B873593U
+    h ^= k
+    h = _rotl32(h, 13)
+    return h * 5 + 0xE6546B64U
+
+
+cdef inline uint32_t _read_block(const uint8_t* data) noexcept nogil:
+    return (<uint32_t>data[0] | (<uint32_t>data[1] << 8) | (<uint32_t>data[2] << 16)
+            | (<uint32_t>data[3] << 24))
+
+
+cdef inline uint32_t _finish(uint32_t h, uint32_t k, Py_ssize_t total) noexcept nogil:
+    """Mix the tail word k (0 when there is no tail) and finalise for a message of `total` bytes."""
+    if total & 3:
+        k *= 0xCC9E2D51U
         k = _rotl32(k, 15)
-        k *= c2
+        k *= 0x1B873593U
         h ^= k
-        h = _rotl32(h, 13)
-        h = h * 5 + 0xE6546B64U
-    tail = data + nblocks * 4
-    k = 0
-    if (length & 3) == 3:
-        k ^= <uint32_t>tail[2] << 16
-    if (length & 3) >= 2:
-        k ^= <uint32_t>tail[1] << 8
-    if (length & 3) >= 1:
-        k ^= tail[0]
-        k *= c1
-        k = _rotl32(k, 15)
-        k *= c2
-        h ^= k
-    h ^= <uint32_t>length
+    h ^= <uint32_t>total
     h ^= h >> 16
     h *= 0x85EBCA6BU
     h ^= h >> 13
@@ -121,36 +139,74 @@ cdef uint32_t _murmur3_32(const uint8_t* data, Py_ssize_t length, uint32_t seed)
     return h
 
 
-cdef uint32_t _normalized_hash(bytes group_prefix, str identifier, uint32_t modulus, uint32_t seed) except 0:
-    """murmur3("<group>:<identifier>") % modulus + 1; group_prefix already ends with ':'."""
-    cdef Py_ssize_t id_len
-    cdef const char* id_utf8
-    cdef bytes fallback
-    cdef Py_ssize_t prefix_len = PyBytes_GET_SIZE(group_prefix)
-    cdef char stack_buffer[512]
-    cdef char* buffer = stack_buffer
-    cdef uint32_t h
-    try:
-        id_utf8 = PyUnicode_AsUTF8AndSize(identifier, &id_len)
-    except UnicodeEncodeError:  # lone surrogates: hash the bytes Python would write
-        fallback = identifier.encode("utf-8", "surrogatepass")
-        id_utf8 = PyBytes_AS_STRING(fallback)
-        id_len = PyBytes_GET_SIZE(fallback)
-    if prefix_len + id_len > 512:
-        buffer = <char*>malloc(prefix_len + id_len)
-        if buffer == NULL:
-            raise MemoryError()
-    memcpy(buffer, PyBytes_AS_STRING(group_prefix), prefix_len)
-    memcpy(buffer + prefix_len, id_utf8, id_len)
-    h = _murmur3_32(<const uint8_t*>buffer, prefix_len + id_len, seed)
-    if buffer != stack_buffer:
-        free(buffer)
-    return h % modulus + 1
+cdef inline uint32_t _tail_word(const uint8_t* data, Py_ssize_t length) noexcept nogil:
+    cdef uint32_t k = 0
+    if length >= 3:
+        k ^= <uint32_t>data[2] << 16
+    if length >= 2:
+        k ^= <uint32_t>data[1] << 8
+    if length >= 1:
+        k ^= data[0]
+    return k
+
+
+ctypedef struct HashPrefix:
+    # MurmurHash3 x86_32 state after the whole 4-byte blocks of "<group>:", and the 0..3 bytes left
+    # over, packed little-endian as the start of the next block.
+    uint32_t state
+    uint32_t carry
+    int32_t carry_len
+    int32_t length
+
+
+cdef void _prefix_init(HashPrefix* prefix, str group, uint32_t seed) except *:
+    cdef bytes encoded = (group + ":").encode("utf-8", "surrogatepass")
+    cdef const uint8_t* data = <const uint8_t*>PyBytes_AS_STRING(encoded)
+    cdef Py_ssize_t length = PyBytes_GET_SIZE(encoded)
+    cdef Py_ssize_t nblocks = length // 4
+    cdef Py_ssize_t i
+    cdef uint32_t h = seed
+    if length > 0x3FFFFFFF:
+        raise ValueError("hash group too long")
+    for i in range(nblocks):
+        h = _mix_block(h, _read_block(data + 4 * i))
+    prefix.state = h
+    prefix.length = <int32_t>length
+    prefix.carry_len = <int32_t>(length - nblocks * 4)
+    prefix.carry = _tail_word(data + nblocks * 4, prefix.carry_len)
+
+
+cdef uint32_t _bucket(const HashPrefix* prefix, const uint8_t* data, Py_ssize_t length, uint32_t modulus) noexcept nogil:
+    """murmur3("<group>:<identifier>") % modulus + 1 from the identifier's UTF-8 bytes; the group's part
+    of the hash was done at build time."""
+    cdef uint32_t h = prefix.state
+    cdef uint32_t k = prefix.carry
+    cdef Py_ssize_t total = prefix.length + length
+    cdef int carry = prefix.carry_len
+    cdef int i
+    if carry:
+        if length < 4 - carry:  # prefix leftovers and identifier together are the tail
+            for i in range(length):
+                k |= <uint32_t>data[i] << (8 * (carry + i))
+            return _finish(h, k, total) % modulus + 1
+        for i in range(4 - carry):
+            k |= <uint32_t>data[i] << (8 * (carry + i))
+        h = _mix_block(h, k)
+        data += 4 - carry
+        length -= 4 - carry
+    while length >= 4:
+        h = _mix_block(h, _read_block(data))
+        data += 4
+        length -= 4
+    return _finish(h, _tail_word(data, length), total) % modulus + 1
 
 
 def normalized_hash(str group, str identifier, uint32_t modulus, uint32_t seed=0):
     """For tests: the same function as flagproxy._murmur_py.normalized_hash."""
-    return _normalized_hash((group + ":").encode("utf-8", "surrogatepass"), identifier, modulus, seed)
+    cdef HashPrefix prefix
+    cdef bytes encoded = identifier.encode("utf-8", "surrogatepass")
+    _prefix_init(&prefix, group, seed)
+    return _bucket(&prefix, <const uint8_t*>PyBytes_AS_STRING(encoded), len(encoded), modulus)
 
 
 # ------------------------------------------------------------------------------------------- randomness
@@ -167,7 +223,95 @@ cdef inline uint32_t _random_between_1_and(uint32_t upper) noexcept:
     return <uint32_t>(((_rng_state * 0x2545F4914F6CDD1DULL) >> 32) % upper) + 1
 
 
-# ------------------------------------------------------------------------------------------- context
+# ------------------------------------------------------------------------------------------ the tables
+
+ctypedef struct Constraint:
+    int32_t slot
+    int32_t op
+    int32_t cmp
+    int32_t kind
+    uint8_t inverted
+    uint8_t case_insensitive
+    uint8_t empty
+    double number
+    PyObject* values  # frozenset, tuple of str, regex or None, networks, or a comparison target
+
+ctypedef struct Strategy:
+    int32_t kind
+    int32_t constraints  # first index in Engine._constraint_ids
+    int32_t n_constraints
+    int32_t percentage
+    int32_t stickiness  # STICK_DEFAULT, STICK_RANDOM or a slot
+    int32_t variants  # index in Engine._lists, -1: none
+    uint8_t constant
+    uint8_t has_group
+    int32_t member  # userWithId: its membership test (see Engine.member_index)
+    HashPrefix group
+    PyObject* extra  # networks tuple, or (custom strategy, parameters)
+
+ctypedef struct VariantList:
+    int32_t variants  # first index in Engine._variants
+    int32_t n_variants
+    uint32_t total
+    int32_t stickiness  # STICK_DEFAULT or a slot
+    uint8_t has_overrides
+    HashPrefix group
+
+ctypedef struct Variant:
+    uint32_t weight
+    int32_t outcome
+    int32_t overrides  # first index in Engine._overrides
+    int32_t n_overrides
+    PyObject* name
+
+ctypedef struct Override:
+    int32_t slot
+    int32_t member  # its membership test (see Engine.member_index)
+
+ctypedef struct Dependency:
+    int32_t parent
+    uint8_t enabled
+    PyObject* variants  # non-empty frozenset, or NULL: any variant
+
+ctypedef struct Flag:
+    uint8_t enabled
+    uint8_t broken
+    uint8_t has_strategies
+    int32_t strategies  # first index in Engine._strategies
+    int32_t n_strategies
+    int32_t variants  # index in Engine._lists, -1: none
+    int32_t dependencies  # first index in Engine._dependencies
+    int32_t n_dependencies
+    int32_t fragments  # outcome i's list fragment is Engine._fragments[fragments + i]
+    int32_t disabled  # the /proxy/all fragment of the flag when it is off
+    HashPrefix rollout  # "<name>:", seed 0: rollouts without a groupId
+
+ctypedef struct Fragment:
+    const char* data
+    Py_ssize_t size
+
+
+cdef void* _table(Py_ssize_t count, size_t size) except NULL:
+    cdef void* table = calloc(count if count > 0 else 1, size)
+    if table == NULL:
+        raise MemoryError()
+    return table
+
+
+cdef object _constraint_key(object c, int slot):
+    """Two constraints with equal keys give the same answer for every context."""
+    values = c.values
+    if c.op == OP_REGEX:
+        values = None if values is None else (values.pattern, values.flags)
+    key = (slot, c.op, c.inverted, c.case_insensitive, c.cmp, c.kind, type(values), values)
+    try:
+        hash(key)
+    except TypeError:  # not a value the compiler makes today; such a constraint is simply not shared
+        return ("unshared", id(c))
+    return key
+
+
+# ------------------------------------------------------------------------------------------- the context
 
 cdef object _property_text(object value):
     if type(value) is str:
@@ -185,527 +329,818 @@ cdef object _property_text(object value):
     return None
 
 
-cdef class Context:
-    """An evaluation context, normalised like Yggdrasil's `Context::from_map` (evaluation.md 2.2)."""
+cdef class Engine
 
-    cdef object user_id
-    cdef object session_id
-    cdef object environment
-    cdef object app_name
-    cdef object current_time
-    cdef object remote_address
-    cdef dict properties
-    cdef public bint deterministic
-    cdef object now
-    cdef dict numbers
-    cdef dict others
 
-    def __init__(self, raw):
-        cdef dict source = raw if type(raw) is dict else dict(raw)
-        cdef dict properties = {}
-        cdef object raw_properties = source.get("properties")
-        cdef object text
-        if raw_properties is not None:
-            if type(raw_properties) is not dict:
-                raw_properties = dict(raw_properties) if hasattr(raw_properties, "keys") else {}
-            for key, value in (<dict>raw_properties).items():
+@cython.final
+cdef class _Cursor:
+    """Next free index of each table while the tables are filled."""
+
+    cdef int32_t strategies, constraint_refs, lists, variants, overrides, dependencies, fragments, members
+
+
+@cython.final
+@cython.freelist(4)
+@cython.no_gc  # nothing it refers to can refer back to it, so it is never part of a cycle
+cdef class _Evaluation:
+    """One request's view of the context: slots resolved on first read, constraint answers remembered,
+    and what the answer's cache validity is (randomness, custom strategies, the clock)."""
+
+    cdef Engine engine  # keeps the tables alive while this evaluation points into them
+    cdef dict source  # the context as a dict
+    cdef dict properties  # its "properties" as a dict, or None
+    cdef tuple slot_names
+    cdef const Constraint* constraints
+    cdef void* block  # one allocation for every per-request array below
+    cdef PyObject** values  # per slot, owned; NULL: missing
+    cdef PyObject** parsed  # PARSED_KINDS per slot, owned; NULL: not parsed yet
+    cdef const char** utf8  # per slot: the UTF-8 bytes of its constraint view; NULL: not encoded yet
+    cdef Py_ssize_t* utf8_size
+    cdef list keep  # UTF-8 copies of strings with lone surrogates
+    cdef double* numbers
+    cdef uint8_t* resolved
+    cdef uint8_t* number_state  # 0: not parsed yet, 1: not a number, 2: numbers[slot]
+    cdef uint8_t* memo  # per constraint: 0 not decided yet, 1 false, 2 true
+    cdef uint8_t* members  # a bit per membership test: the slot's value is in its set
+    cdef uint8_t* members_known  # per slot: its membership bits are set
+    cdef int n_slots
+    cdef object now  # currentTime standing in for a missing one, as text
+    cdef object now_ns  # and as a date, in nanoseconds
+    cdef int64_t second
+    cdef bint clock_read
+    cdef bint never
+
+    def __dealloc__(self):
+        cdef int i
+        if self.block != NULL:
+            for i in range(self.n_slots):
+                Py_XDECREF(self.values[i])
+            for i in range(self.n_slots * PARSED_KINDS):
+                Py_XDECREF(self.parsed[i])
+            free(self.block)
+
+    cdef int start(self, Engine engine, object raw) except -1:
+        cdef int n = engine.n_slots
+        cdef Py_ssize_t size = n * (
+            sizeof(PyObject*) * (1 + PARSED_KINDS) + sizeof(char*) + sizeof(Py_ssize_t) + sizeof(double) + 3
+        ) + engine.n_constraints + (engine.n_members + 7) // 8
+        cdef char* block
+        cdef object raw_properties
+        self.source = raw if type(raw) is dict else dict(raw)
+        raw_properties = self.source.get("properties")
+        if raw_properties is not None and type(raw_properties) is not dict:
+            raw_properties = dict(raw_properties) if hasattr(raw_properties, "keys") else None
+        self.properties = raw_properties
+        self.engine = engine
+        self.slot_names = engine.slot_names
+        self.constraints = engine._constraints
+        block = <char*>calloc(size if size > 0 else 1, 1)
+        if block == NULL:
+            raise MemoryError()
+        self.block = block
+        self.n_slots = n
+        self.values = <PyObject**>block
+        self.parsed = self.values + n
+        self.utf8 = <const char**>(self.parsed + n * PARSED_KINDS)
+        self.utf8_size = <Py_ssize_t*>(self.utf8 + n)
+        self.numbers = <double*>(self.utf8_size + n)
+        self.resolved = <uint8_t*>(self.numbers + n)
+        self.number_state = self.resolved + n
+        self.members_known = self.number_state + n
+        self.memo = self.members_known + n
+        self.members = self.memo + engine.n_constraints
+        return 0
+
+    # Slots --------------------------------------------------------------------------------------------
+
+    cdef inline PyObject* value(self, int slot) except? NULL:
+        """A slot's text as normalised like Yggdrasil's `Context::from_map` (evaluation.md 2.2), borrowed;
+        NULL when missing."""
+        if not self.resolved[slot]:
+            self.resolve(slot)
+        return self.values[slot]
+
+    cdef int resolve(self, int slot) except -1:
+        cdef object text = None
+        cdef str name = self.slot_names[slot]
+        cdef object found
+        if slot < STANDARD_SLOTS:
+            # The top level wins, even when its value is unusable; else the property is promoted.
+            if name in self.source:
+                found = self.source[name]
+                text = found if type(found) is str else _property_text(found)
+            elif self.properties is not None:
+                text = _property_text(self.properties.get(name))
+        elif name in _FIELD_CODES:
+            # A standard name read as a property (variant stickiness "currentTime"): it was promoted to
+            # the standard field unless the top level had that field.
+            if self.properties is not None and name in self.source:
+                text = _property_text(self.properties.get(name))
+        else:
+            found = self.source.get(name) if name != "properties" else None
+            if type(found) is str:
+                text = found  # a top-level string wins over properties
+            elif self.properties is not None:
+                text = _property_text(self.properties.get(name))
+        if text is not None:
+            Py_INCREF(text)
+            self.values[slot] = <PyObject*>text
+        self.resolved[slot] = 1
+        return 0
+
+    cdef inline PyObject* constraint_value(self, int slot) except? NULL:
+        """A constraint's or rollout's field: a missing currentTime reads as now (Yggdrasil)."""
+        cdef PyObject* found = self.value(slot)
+        if found == NULL and slot == FIELD_CURRENT_TIME:
+            return self.now_text()
+        return found
+
+    cdef inline const char* seed(self, int slot, Py_ssize_t* size) except? NULL:
+        """The UTF-8 bytes of a slot's constraint view, for hashing; NULL when it is missing."""
+        if self.utf8[slot] == NULL and self.encode(slot) == 0:
+            return NULL
+        size[0] = self.utf8_size[slot]
+        return self.utf8[slot]
+
+    cdef int encode(self, int slot) except -1:
+        """0 when the slot is missing, else 1 and its UTF-8 bytes in utf8[slot] and utf8_size[slot]."""
+        cdef PyObject* text = self.constraint_value(slot)
+        cdef const char* data
+        cdef bytes fallback
+        if text == NULL:
+            return 0
+        data = _utf8(text, &self.utf8_size[slot])
+        if data == NULL:
+            if not PyErr_ExceptionMatches(PyExc_UnicodeEncodeError):
+                return -1
+            PyErr_Clear()  # lone surrogates: hash the bytes Python would write
+            fallback = (<object>text).encode("utf-8", "surrogatepass")
+            if self.keep is None:
+                self.keep = []
+            self.keep.append(fallback)
+            data = PyBytes_AS_STRING(fallback)
+            self.utf8_size[slot] = PyBytes_GET_SIZE(fallback)
+        self.utf8[slot] = data
+        return 1
+
+    # The clock and randomness --------------------------------------------------------------------------
+
+    cdef int read_clock(self) except -1:
+        """The one clock reading of this evaluation: every use of "now" sees the same second."""
+        cdef timespec ts
+        if not self.clock_read:
+            clock_gettime(CLOCK_REALTIME, &ts)
+            self.second = ts.tv_sec
+            self.clock_read = True
+        return 0
+
+    cdef PyObject* now_text(self) except NULL:
+        cdef time_t second
+        cdef tm parts
+        cdef char text[64]
+        cdef size_t length
+        if self.now is None:
+            self.read_clock()
+            second = <time_t>self.second
+            if gmtime_r(&second, &parts) == NULL:
+                raise OverflowError("the clock is out of range")
+            length = strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &parts)
+            self.now = PyUnicode_DecodeASCII(text, length, NULL)
+        return <PyObject*>self.now
+
+    cdef object now_nanoseconds(self):
+        """Now as a date constraint compares it: what parse_date makes of now_text(), without the text."""
+        if self.now_ns is None:
+            self.read_clock()
+            self.now_ns = self.second * 1_000_000_000
+        return self.now_ns
+
+    cdef inline uint32_t random(self, uint32_t upper) noexcept:
+        self.never = True
+        return _random_between_1_and(upper)
+
+    cdef inline int64_t valid_in(self) noexcept:
+        if self.never:
+            return CACHE_NEVER
+        if self.clock_read:
+            return self.second if self.second > 0 else CACHE_NEVER
+        return CACHE_SNAPSHOT
+
+    # Parsed context values -----------------------------------------------------------------------------
+
+    cdef int number(self, int slot, PyObject* text, double* out) except -1:
+        """1 and the number in out when the slot's text is a number (Rust's f64::from_str), else 0."""
+        cdef object found
+        if self.number_state[slot] == 0:
+            found = _parse_shared(_NUMBERS, _values.parse_context_number, text)
+            if found is None:
+                self.number_state[slot] = 1
+            else:
+                self.numbers[slot] = found
+                self.number_state[slot] = 2
+        if self.number_state[slot] == 2:
+            out[0] = self.numbers[slot]
+            return 1
+        return 0
+
+    cdef object parsed_value(self, int slot, int kind, PyObject* text):
+        """A date (nanoseconds), semver key or address, parsed once per request; None if it does not parse."""
+        cdef PyObject** cell = &self.parsed[slot * PARSED_KINDS + kind]
+        cdef object found
+        if cell[0] == NULL:
+            if kind == PARSED_DATE:
+                found = _values.parse_date(<object>text)
+            elif kind == PARSED_SEMVER:
+                found = _parse_shared(_SEMVER_KEYS, _values.semver_key, text)
+            else:
+                found = _parse_shared(_ADDRESSES, _values.parse_address, text)
+            Py_INCREF(found)
+            cell[0] = <PyObject*>found
+        return <object>cell[0]
+
+    # Memberships and constraints -----------------------------------------------------------------------
+
+    cdef inline bint is_member(self, int slot, int32_t member) except -1:
+        """Whether the slot's value is in the set of membership test `member` (userWithId, overrides):
+        one dict lookup per slot and request instead of one set lookup per test."""
+        cdef object found
+        cdef PyObject* value
+        if not self.members_known[slot]:
+            self.members_known[slot] = 1
+            value = self.value(slot)
+            if value != NULL:
+                found = (<dict>self.engine.member_index[slot]).get(<object>value)
+                if found is not None:
+                    for other in <tuple>found:
+                        self.members[<int32_t>other >> 3] |= 1 << (<int32_t>other & 7)
+        return (self.members[member >> 3] >> (member & 7)) & 1
+
+    cdef inline bint holds(self, uint32_t index) except -1:
+        cdef uint8_t known = self.memo[index]
+        cdef bint result
+        if known:
+            return known == 2
+        result = _constraint_holds(&self.constraints[index], self)
+        self.memo[index] = 2 if result else 1
+        return result
+
+    def as_dict(self):
+        """The context as a custom strategy receives it: the standard fields and every property."""
+        found = {}
+        properties = {}
+        if self.properties is not None:
+            for key, value in self.properties.items():
                 text = _property_text(value)
                 if text is not None:
                     properties[key] = text
-        self.user_id = self._standard(source, properties, "userId")
-        self.session_id = self._standard(source, properties, "sessionId")
-        self.environment = self._standard(source, properties, "environment")
-        self.app_name = self._standard(source, properties, "appName")
-        self.current_time = self._standard(source, properties, "currentTime")
-        self.remote_address = self._standard(source, properties, "remoteAddress")
-        if len(source) > 0:
-            for key, value in source.items():
-                if type(value) is str and key != "properties" and key not in _FIELD_CODES:
-                    properties[key] = value
-        self.properties = properties
-        self.deterministic = True
-        self.now = None
-        self.numbers = None
-        self.others = None
-
-    cdef inline object _standard(self, dict source, dict properties, str name):
-        cdef object value
-        if name in source:
-            value = source[name]
-            return value if type(value) is str else _property_text(value)
-        if name in properties:
-            return properties.pop(name)
-        return None
-
-    cdef inline object field(self, int code):
-        if code == FIELD_USER_ID:
-            return self.user_id
-        if code == FIELD_SESSION_ID:
-            return self.session_id
-        if code == FIELD_ENVIRONMENT:
-            return self.environment
-        if code == FIELD_APP_NAME:
-            return self.app_name
-        if code == FIELD_CURRENT_TIME:
-            return self.current_time
-        return self.remote_address
-
-    cdef inline object lookup(self, int code, object prop):
-        """A constraint's or rollout's field; a missing currentTime reads as now (Yggdrasil)."""
-        cdef object value
-        if code == FIELD_PROPERTY:
-            return self.properties.get(prop)
-        value = self.field(code)
-        if value is None and code == FIELD_CURRENT_TIME:
-            return self.current_time_now()
-        return value
-
-    cdef inline object lookup_plain(self, int code, object prop):
-        if code == FIELD_PROPERTY:
-            return self.properties.get(prop)
-        return self.field(code)
-
-    cdef object current_time_now(self):
-        if self.now is None:
-            self.deterministic = False
-            self.now = _time.strftime("%Y-%m-%dT%H:%M:%SZ", _time.gmtime())
-        return self.now
-
-    cdef object number(self, str value):
-        if self.numbers is None:
-            self.numbers = {}
-        cdef object found = self.numbers.get(value, self)
-        if found is self:
-            found = _values.parse_context_number(value)
-            self.numbers[value] = found
-        return found
-
-    cdef object parsed(self, int kind, str value):
-        """Dates, semver keys and addresses, parsed once per request."""
-        if self.others is None:
-            self.others = {}
-        key = (kind, value)
-        cdef object found = self.others.get(key, self)
-        if found is self:
-            if kind == KIND_DATE:
-                found = _values.parse_date(value)
-            elif kind == KIND_SEMVER:
-                found = _values.semver_key(value)
-            else:
-                found = _values.parse_address(value)
-            self.others[key] = found
-        return found
-
-    cdef inline uint32_t random(self, uint32_t upper) noexcept:
-        self.deterministic = False
-        return _random_between_1_and(upper)
-
-    def as_dict(self):
-        """The context as a custom strategy receives it."""
-        found = {}
         for code, name in enumerate(_STANDARD_FIELDS):
-            value = self.field(code)
-            if value is not None:
-                found[name] = value
-        found["properties"] = dict(self.properties)
+            if name not in self.source:
+                properties.pop(name, None)
+            if self.value(code) != NULL:
+                found[name] = <object>self.values[code]
+        for key, value in self.source.items():
+            if type(value) is str and key != "properties" and key not in _FIELD_CODES:
+                properties[key] = value
+        found["properties"] = properties
         return found
-
-
-cdef int ADDRESS_KIND = 99
-
-
-# ------------------------------------------------------------------------------------- compiled model
-
-cdef class CConstraint:
-    cdef int field
-    cdef object prop
-    cdef int op
-    cdef bint inverted
-    cdef bint case_insensitive
-    cdef int cmp
-    cdef int kind
-    cdef object values  # frozenset, tuple of str, regex or None, networks, or a comparison target
-    cdef double number
-
-    def __init__(self, c):
-        self.field = c.field
-        self.prop = c.prop
-        self.op = c.op
-        self.inverted = c.inverted
-        self.case_insensitive = c.case_insensitive
-        self.cmp = c.cmp
-        self.kind = c.kind
-        self.values = c.values
-        self.number = c.values if (c.op == OP_COMPARE and c.kind == KIND_NUMBER) else 0.0
-
-
-cdef class CVariant:
-    cdef object name
-    cdef uint32_t weight
-    cdef tuple overrides
-    cdef int outcome
-
-    def __init__(self, v):
-        self.name = v.name
-        self.weight = v.weight
-        self.overrides = tuple(v.overrides)
-        self.outcome = v.outcome
-
-
-cdef class CVariantList:
-    cdef tuple variants
-    cdef uint32_t total
-    cdef bytes group_prefix
-    cdef int stickiness
-    cdef object stickiness_prop
-    cdef bint has_overrides
-
-    def __init__(self, vl):
-        self.variants = tuple(CVariant(v) for v in vl.variants)
-        self.total = vl.total
-        self.group_prefix = (vl.group + ":").encode("utf-8", "surrogatepass")
-        self.stickiness = vl.stickiness
-        self.stickiness_prop = vl.stickiness_prop
-        self.has_overrides = any(v.overrides for v in vl.variants)
-
-
-cdef class CStrategy:
-    cdef int kind
-    cdef tuple constraints
-    cdef int percentage
-    cdef bytes group_prefix  # None: the evaluated toggle's name
-    cdef int stickiness
-    cdef object stickiness_prop
-    cdef frozenset ids
-    cdef tuple networks
-    cdef bint constant
-    cdef object custom
-    cdef dict parameters
-    cdef CVariantList variants
-
-    def __init__(self, s):
-        self.kind = s.kind
-        self.constraints = tuple(CConstraint(c) for c in s.constraints)
-        self.percentage = s.percentage
-        self.group_prefix = None if s.group is None else (s.group + ":").encode("utf-8", "surrogatepass")
-        self.stickiness = s.stickiness
-        self.stickiness_prop = s.stickiness_prop
-        self.ids = frozenset(s.ids)
-        self.networks = tuple(s.networks)
-        self.constant = s.constant
-        self.custom = s.custom
-        self.parameters = dict(s.parameters)
-        self.variants = None if s.variants is None else CVariantList(s.variants)
-
-
-cdef class CDependency:
-    cdef int parent
-    cdef bint enabled
-    cdef frozenset variants
-
-    def __init__(self, d):
-        self.parent = d.parent
-        self.enabled = d.enabled
-        self.variants = d.variants
-
-
-cdef class CFlag:
-    cdef readonly object name
-    cdef bytes name_prefix
-    cdef bint enabled
-    cdef bint broken
-    cdef bint has_strategies
-    cdef tuple strategies
-    cdef CVariantList variants
-    cdef tuple dependencies
-    cdef tuple outcomes
-    cdef tuple enabled_list
-    cdef tuple enabled_named
-    cdef bytes disabled_all
-    cdef bytes disabled_named
-
-    def __init__(self, f):
-        self.name = f.name
-        self.name_prefix = (f.name + ":").encode("utf-8", "surrogatepass")
-        self.enabled = f.enabled
-        self.broken = f.broken
-        self.has_strategies = f.has_strategies
-        self.strategies = tuple(CStrategy(s) for s in f.strategies)
-        self.variants = None if f.variants is None else CVariantList(f.variants)
-        self.dependencies = tuple(CDependency(d) for d in f.dependencies)
-        self.outcomes = tuple(f.outcomes)
-        self.enabled_list = tuple(f.enabled_list)
-        self.enabled_named = tuple(f.enabled_named)
-        self.disabled_all = f.disabled_all
-        self.disabled_named = f.disabled_named
 
 
 # ------------------------------------------------------------------------------------------ constraints
 
-cdef bint _any_prefix(str text, tuple candidates, int direction) except -1:
+# Context values parsed by the Python helpers, shared by all requests: app versions, numbers and addresses
+# repeat across users, and parsing a semver version costs more than evaluating a hundred flags.
+cdef dict _NUMBERS = {}
+cdef dict _SEMVER_KEYS = {}
+cdef dict _ADDRESSES = {}
+cdef Py_ssize_t SHARED_PARSE_LIMIT = 4096
+cdef object _NOT_PARSED = object()
+
+
+cdef object _parse_shared(dict cache, object parse, PyObject* text):
+    cdef object found = cache.get(<object>text, _NOT_PARSED)
+    if found is _NOT_PARSED:
+        found = parse(<object>text)
+        if len(cache) >= SHARED_PARSE_LIMIT:
+            cache.clear()
+        cache[<object>text] = found
+    return found
+
+
+cdef bint _any_affix(str text, object candidates, int direction) except -1:
     cdef object candidate
-    for candidate in candidates:
+    for candidate in <tuple>candidates:
         if PyUnicode_Tailmatch(text, candidate, 0, len(text), direction):
             return True
     return False
 
 
-cdef bint _compare(CConstraint c, object actual) except -1:
-    cdef double number
+cdef bint _compare_numbers(const Constraint* c, double number) noexcept:
+    if c.cmp == CMP_EQ:
+        return fabs(number - c.number) < FLOAT_EPSILON
+    if c.cmp == CMP_GT:
+        return number > c.number
+    if c.cmp == CMP_GTE:
+        return number >= c.number
+    if c.cmp == CMP_LT:
+        return number < c.number
+    return number <= c.number
+
+
+cdef bint _compare_objects(const Constraint* c, object actual) except -1:
+    cdef object target = <object>c.values
     if actual is None:
         return False
-    if c.kind == KIND_NUMBER:
-        number = actual
-        if c.cmp == CMP_EQ:
-            return fabs(number - c.number) < FLOAT_EPSILON
-        if c.cmp == CMP_GT:
-            return number > c.number
-        if c.cmp == CMP_GTE:
-            return number >= c.number
-        if c.cmp == CMP_LT:
-            return number < c.number
-        return number <= c.number
     if c.cmp == CMP_EQ:
-        return actual == c.values
+        return actual == target
     if c.cmp == CMP_GT:
-        return actual > c.values
+        return actual > target
     if c.cmp == CMP_GTE:
-        return actual >= c.values
+        return actual >= target
     if c.cmp == CMP_LT:
-        return actual < c.values
-    return actual <= c.values
+        return actual < target
+    return actual <= target
 
 
-cdef bint _operator_holds(CConstraint c, str value, Context ctx) except -1:
+cdef bint _operator_holds(const Constraint* c, PyObject* value, _Evaluation ev) except -1:
     cdef int op = c.op
     cdef str text
     cdef object candidate
+    cdef object address
+    cdef double number
     if op == OP_STR_STARTS_WITH or op == OP_STR_ENDS_WITH:
-        text = value.lower() if c.case_insensitive else value
-        return _any_prefix(text, <tuple>c.values, -1 if op == OP_STR_STARTS_WITH else 1)
+        text = (<str><object>value).lower() if c.case_insensitive else <str><object>value
+        return _any_affix(text, <object>c.values, -1 if op == OP_STR_STARTS_WITH else 1)
     if op == OP_STR_CONTAINS:
-        text = value.lower() if c.case_insensitive else value
-        for candidate in <tuple>c.values:
+        text = (<str><object>value).lower() if c.case_insensitive else <str><object>value
+        for candidate in <tuple><object>c.values:
             if PyUnicode_Contains(text, candidate):
                 return True
         return False
     if op == OP_COMPARE:
         if c.kind == KIND_NUMBER:
-            return _compare(c, ctx.number(value))
-        return _compare(c, ctx.parsed(c.kind, value))
+            return ev.number(c.slot, value, &number) and _compare_numbers(c, number)
+        if c.kind == KIND_DATE:
+            return _compare_objects(c, ev.parsed_value(c.slot, PARSED_DATE, value))
+        return _compare_objects(c, ev.parsed_value(c.slot, PARSED_SEMVER, value))
     if op == OP_REGEX:
-        return c.values is not None and c.values.search(value) is not None
+        return <object>c.values is not None and (<object>c.values).search(<object>value) is not None
     if op == OP_IN_CIDR:
-        address = ctx.parsed(ADDRESS_KIND, value)
-        return address is not None and _values.networks_contain(c.values, address)
+        address = ev.parsed_value(c.slot, PARSED_ADDRESS, value)
+        return address is not None and _values.networks_contain(<object>c.values, address)
     return False
 
 
-cdef bint _constraint_holds(CConstraint c, Context ctx) except -1:
+cdef bint _constraint_holds(const Constraint* c, _Evaluation ev) except -1:
     cdef int op = c.op
-    cdef object value
+    cdef PyObject* value
     cdef bint result
     if op == OP_IN:
-        if not c.values:
+        if c.empty:
             result = False
         else:
-            value = ctx.lookup(c.field, c.prop)
-            result = value is not None and value in <frozenset>c.values
+            value = ev.constraint_value(c.slot)
+            result = value != NULL and _set_contains(c.values, value)
     elif op == OP_NOT_IN:
-        if not c.values:
+        if c.empty:
             result = True
         else:
-            value = ctx.lookup(c.field, c.prop)
-            result = value is None or value not in <frozenset>c.values
+            value = ev.constraint_value(c.slot)
+            result = value == NULL or not _set_contains(c.values, value)
     elif op == OP_FALSE:
         return False
     else:
-        value = ctx.lookup(c.field, c.prop)
-        result = False if value is None else _operator_holds(c, <str>value, ctx)
+        value = ev.value(c.slot)
+        if value == NULL and c.slot == FIELD_CURRENT_TIME:  # a missing currentTime reads as now
+            if op == OP_COMPARE and c.kind == KIND_DATE:
+                return _compare_objects(c, ev.now_nanoseconds()) != c.inverted
+            value = ev.now_text()
+        result = False if value == NULL else _operator_holds(c, value, ev)
     return result != c.inverted
 
 
 # ------------------------------------------------------------------------------------------ strategies
 
-cdef object _rollout_seed(CStrategy s, Context ctx):
-    cdef object seed
-    if s.stickiness == STICKY_DEFAULT:
-        seed = ctx.user_id
-        if seed is None:
-            seed = ctx.session_id
-        if seed is None:
-            seed = str(ctx.random(9999))
-        return seed
-    if s.stickiness == STICKY_RANDOM:
-        return str(ctx.random(9999))
-    return ctx.lookup(s.stickiness, s.stickiness_prop)
-
-
-cdef bint _condition_holds(CStrategy s, Context ctx, bytes toggle_prefix) except -1:
-    cdef int kind = s.kind
-    cdef object ident
-    if kind == STRATEGY_DEFAULT:
-        return True
-    if kind == STRATEGY_FLEXIBLE_ROLLOUT:
-        ident = _rollout_seed(s, ctx)
-        if ident is None:
-            return False
-        return _normalized_hash(
-            s.group_prefix if s.group_prefix is not None else toggle_prefix, ident, 100, 0
-        ) <= <uint32_t>s.percentage
-    if kind == STRATEGY_USER_WITH_ID:
-        return ctx.user_id is not None and ctx.user_id in s.ids
-    if kind == STRATEGY_GRADUAL_USER_ID or kind == STRATEGY_GRADUAL_SESSION_ID:
-        ident = ctx.user_id if kind == STRATEGY_GRADUAL_USER_ID else ctx.session_id
-        return ident is not None and _normalized_hash(s.group_prefix, ident, 100, 0) <= <uint32_t>s.percentage
-    if kind == STRATEGY_GRADUAL_RANDOM:
-        # Yggdrasil draws from 1..99, so 100 is always on and 0 never.
-        return <int>ctx.random(99) < s.percentage
-    if kind == STRATEGY_REMOTE_ADDRESS:
-        if ctx.remote_address is None:
-            return False
-        address = ctx.parsed(ADDRESS_KIND, ctx.remote_address)
-        return address is not None and _values.networks_contain(s.networks, address)
-    if kind == STRATEGY_CONSTANT:
-        return s.constant
-    if kind == STRATEGY_CUSTOM:
-        ctx.deterministic = False  # a custom strategy may use anything; never cache its answers
-        try:
-            return bool(s.custom.is_enabled(s.parameters, ctx.as_dict()))
-        except Exception:  # a user's strategy failing is that strategy being off
-            return False
-    return False
-
-
-cdef CStrategy _first_match(CFlag flag, Context ctx, bytes toggle_prefix):
-    cdef CStrategy s
-    cdef CConstraint c
-    cdef bint ok
-    for s in flag.strategies:
-        ok = True
-        for c in s.constraints:
-            if not _constraint_holds(c, ctx):
-                ok = False
-                break
-        if ok and _condition_holds(s, ctx, toggle_prefix):
-            return s
-    return None
-
-
-# -------------------------------------------------------------------------------------------- variants
-
-cdef CVariant _pick_variant(CVariantList variants, Context ctx):
-    cdef CVariant variant
-    cdef object seed
-    cdef uint32_t target, cumulative
-    if variants is None:
-        return None
-    if variants.has_overrides:
-        for variant in variants.variants:
-            for field, prop, wanted in variant.overrides:
-                seed = ctx.lookup_plain(field, prop)
-                if seed is not None and seed in wanted:
-                    return variant
-    if variants.total == 0:
-        return None
-    if variants.stickiness == STICKY_DEFAULT:
-        seed = ctx.user_id
-        if seed is None:
-            seed = ctx.session_id
-    else:
-        seed = ctx.lookup_plain(variants.stickiness, variants.stickiness_prop)
-    if seed is None:
-        target = ctx.random(variants.total)
-    else:
-        target = _normalized_hash(variants.group_prefix, seed, variants.total, VARIANT_SEED)
-    cumulative = 0
-    for variant in variants.variants:
-        cumulative += variant.weight
-        if cumulative >= target:
-            return variant
-    return None
-
-
-cdef inline CVariantList _variant_list(CFlag flag, CStrategy matched):
-    if matched is not None and matched.variants is not None:
-        return matched.variants
-    return flag.variants
+cdef const char* _random_seed(_Evaluation ev, char* digits, Py_ssize_t* size) noexcept:
+    """A random rollout seed, 1..9999 in decimal as Yggdrasil makes it, written into digits."""
+    cdef uint32_t number = ev.random(9999)
+    cdef int length = 0
+    cdef char reversed_digits[8]
+    while True:
+        reversed_digits[length] = <char>(48 + number % 10)
+        length += 1
+        number //= 10
+        if number == 0:
+            break
+    for i in range(length):
+        digits[i] = reversed_digits[length - 1 - i]
+    size[0] = length
+    return digits
 
 
 # ---------------------------------------------------------------------------------------------- engine
 
+@cython.final
 cdef class Engine:
     """Evaluates a compiled snapshot. Built once per snapshot; safe to share between requests."""
 
     cdef readonly tuple flags
     cdef readonly dict index
-    cdef tuple compiled
-    cdef Py_ssize_t prefix_len
-    cdef Py_ssize_t suffix_len
+    cdef readonly tuple slot_names  # slot -> context field or property name
+    cdef tuple member_index  # slot -> {value: membership tests whose set holds it}
+    cdef Py_ssize_t n_members
+    cdef list keep  # owns every object the tables point to
+    cdef Flag* _flags
+    cdef Strategy* _strategies
+    cdef uint32_t* _constraint_ids
+    cdef Constraint* _constraints
+    cdef VariantList* _lists
+    cdef Variant* _variants
+    cdef Override* _overrides
+    cdef Dependency* _dependencies
+    cdef Fragment* _fragments
+    cdef Py_ssize_t n_flags
+    cdef int n_slots
+    cdef Py_ssize_t n_constraints
 
     implementation = "compiled"
 
     def __init__(self, flags):
+        if self.keep is not None:
+            raise RuntimeError("an Engine is built once")
         self.flags = tuple(flags)
         self.index = {f.name: i for i, f in enumerate(self.flags)}
-        self.compiled = tuple(CFlag(f) for f in self.flags)
-        self.prefix_len = len(_BODY_PREFIX)
-        self.suffix_len = len(_BODY_SUFFIX)
+        self.keep = []
+        self._build()
 
-    cdef bint _dependency_holds(self, CDependency dep, Context ctx, CFlag child) except -1:
-        cdef CFlag parent
-        cdef CStrategy matched = None
-        cdef CVariant variant
+    def __dealloc__(self):
+        free(self._flags)
+        free(self._strategies)
+        free(self._constraint_ids)
+        free(self._constraints)
+        free(self._lists)
+        free(self._variants)
+        free(self._overrides)
+        free(self._dependencies)
+        free(self._fragments)
+
+    # Building the tables (once per snapshot) ---------------------------------------------------------
+
+    cdef PyObject* _own(self, object value):
+        self.keep.append(value)
+        return <PyObject*>value
+
+    cdef int _slot(self, dict slots, int field, object prop) except -1:
+        """The slot of a context field: its code for a standard field, one per property name after those.
+        `slots` holds the property names only: a property may have a standard field's name."""
+        if field != FIELD_PROPERTY:
+            return field
+        return slots.setdefault(prop, STANDARD_SLOTS + len(slots))
+
+    cdef int _build(self) except -1:
+        cdef dict slots = {}  # property name -> slot
+        cdef dict constraint_ids = {}  # _constraint_key -> index in self._constraints
+        cdef list keys = []  # per constraint reference, in walk order
+        cdef list unique = []
+        cdef list fragments = []
+        cdef Py_ssize_t n_strategies = 0, n_lists = 0, n_variants = 0, n_overrides = 0, n_dependencies = 0
+        cdef Py_ssize_t i, offset
+        cdef bytes blob
+
+        for f in self.flags:
+            variant_lists = [s.variants for s in f.strategies if s.variants is not None]
+            if f.variants is not None:
+                variant_lists.append(f.variants)
+            for s in f.strategies:
+                n_strategies += 1
+                for c in s.constraints:
+                    key = _constraint_key(c, self._slot(slots, c.field, c.prop))
+                    if key not in constraint_ids:
+                        constraint_ids[key] = len(unique)
+                        unique.append(c)
+                    keys.append(key)
+            for vl in variant_lists:
+                n_lists += 1
+                n_variants += len(vl.variants)
+                for v in vl.variants:
+                    n_overrides += len(v.overrides)
+            n_dependencies += len(f.dependencies)
+            fragments.extend(f.enabled_list)
+            fragments.append(f.disabled_all)
+
+        self.n_flags = len(self.flags)
+        self.n_constraints = len(unique)
+        self._flags = <Flag*>_table(self.n_flags, sizeof(Flag))
+        self._strategies = <Strategy*>_table(n_strategies, sizeof(Strategy))
+        self._constraint_ids = <uint32_t*>_table(len(keys), sizeof(uint32_t))
+        self._constraints = <Constraint*>_table(len(unique), sizeof(Constraint))
+        self._lists = <VariantList*>_table(n_lists, sizeof(VariantList))
+        self._variants = <Variant*>_table(n_variants, sizeof(Variant))
+        self._overrides = <Override*>_table(n_overrides, sizeof(Override))
+        self._dependencies = <Dependency*>_table(n_dependencies, sizeof(Dependency))
+        self._fragments = <Fragment*>_table(len(fragments), sizeof(Fragment))
+
+        for i, c in enumerate(unique):
+            self._fill_constraint(&self._constraints[i], c, self._slot(slots, c.field, c.prop))
+        for i, key in enumerate(keys):
+            self._constraint_ids[i] = constraint_ids[key]
+
+        blob = b"".join(fragments)
+        self._own(blob)
+        offset = 0
+        for i, fragment in enumerate(fragments):
+            self._fragments[i].data = PyBytes_AS_STRING(blob) + offset
+            self._fragments[i].size = len(fragment)
+            offset += len(fragment)
+
+        # Strategies, lists, variants, dependencies and fragments are laid out in walk order, so a request
+        # reads each table front to back.
+        cdef _Cursor at = _Cursor()
+        cdef dict members = {}  # slot -> {value: [membership test, ...]}
+        for i, f in enumerate(self.flags):
+            self._fill_flag(&self._flags[i], f, slots, at, members)
+        self.n_slots = STANDARD_SLOTS + len(slots)
+        self.slot_names = tuple(_STANDARD_FIELDS) + tuple(slots)
+        self.n_members = at.members
+        self.member_index = tuple(
+            {value: tuple(tests) for value, tests in members.get(slot, {}).items()} for slot in range(self.n_slots)
+        )
+        return 0
+
+    cdef int32_t _member(self, _Cursor at, dict members, int slot, object values) except -1:
+        """A new membership test: is the slot's value in `values`?"""
+        cdef int32_t member = at.members
+        at.members += 1
+        by_value = members.setdefault(slot, {})
+        for value in values:
+            by_value.setdefault(value, []).append(member)
+        return member
+
+    cdef int _fill_flag(self, Flag* flag, object f, dict slots, _Cursor at, dict members) except -1:
+        cdef Strategy* st
+        cdef Dependency* dep
+        flag.enabled = f.enabled
+        flag.broken = f.broken
+        flag.has_strategies = f.has_strategies
+        flag.strategies = at.strategies
+        flag.n_strategies = len(f.strategies)
+        for s in f.strategies:
+            st = &self._strategies[at.strategies]
+            at.strategies += 1
+            st.kind = s.kind
+            st.constraints = at.constraint_refs
+            st.n_constraints = len(s.constraints)
+            at.constraint_refs += st.n_constraints
+            st.percentage = min(s.percentage, 1000)  # gradualRolloutRandom has no upper limit; 100+ is on
+            if s.stickiness == STICKY_DEFAULT:
+                st.stickiness = STICK_DEFAULT
+            elif s.stickiness == STICKY_RANDOM:
+                st.stickiness = STICK_RANDOM
+            else:
+                st.stickiness = self._slot(slots, s.stickiness, s.stickiness_prop)
+            st.constant = s.constant
+            st.has_group = s.group is not None
+            if s.group is not None:
+                _prefix_init(&st.group, s.group, 0)
+            if s.kind == STRATEGY_USER_WITH_ID:
+                st.member = self._member(at, members, FIELD_USER_ID, s.ids)
+            elif s.kind == STRATEGY_REMOTE_ADDRESS:
+                st.extra = self._own(tuple(s.networks))
+            elif s.kind == STRATEGY_CUSTOM:
+                st.extra = self._own((s.custom, dict(s.parameters)))
+            st.variants = -1
+            if s.variants is not None:
+                st.variants = self._fill_list(s.variants, slots, at, members)
+        flag.variants = -1
+        if f.variants is not None:
+            flag.variants = self._fill_list(f.variants, slots, at, members)
+        flag.dependencies = at.dependencies
+        flag.n_dependencies = len(f.dependencies)
+        for d in f.dependencies:
+            dep = &self._dependencies[at.dependencies]
+            at.dependencies += 1
+            dep.parent = d.parent
+            dep.enabled = d.enabled
+            dep.variants = self._own(d.variants) if d.variants else NULL
+        flag.fragments = at.fragments
+        at.fragments += len(f.enabled_list)
+        flag.disabled = at.fragments
+        at.fragments += 1
+        _prefix_init(&flag.rollout, f.name, 0)
+        return 0
+
+    cdef int _fill_constraint(self, Constraint* target, object c, int slot) except -1:
+        target.slot = slot
+        target.op = c.op
+        target.cmp = c.cmp
+        target.kind = c.kind
+        target.inverted = c.inverted
+        target.case_insensitive = c.case_insensitive
+        target.empty = (c.op == OP_IN or c.op == OP_NOT_IN) and not c.values
+        target.number = c.values if (c.op == OP_COMPARE and c.kind == KIND_NUMBER) else 0.0
+        target.values = self._own(c.values)
+        return 0
+
+    cdef int32_t _fill_list(self, object vl, dict slots, _Cursor at, dict members) except -1:
+        cdef int32_t index = at.lists
+        cdef VariantList* target = &self._lists[index]
+        cdef Variant* variant
+        cdef Override* override
+        at.lists += 1
+        target.variants = at.variants
+        target.n_variants = len(vl.variants)
+        target.total = vl.total
+        if vl.stickiness == STICKY_DEFAULT:
+            target.stickiness = STICK_DEFAULT
+        else:
+            target.stickiness = self._slot(slots, vl.stickiness, vl.stickiness_prop)
+        target.has_overrides = any(v.overrides for v in vl.variants)
+        _prefix_init(&target.group, vl.group, VARIANT_SEED)
+        for v in vl.variants:
+            variant = &self._variants[at.variants]
+            at.variants += 1
+            variant.weight = v.weight
+            variant.outcome = v.outcome
+            variant.name = self._own(v.name)
+            variant.overrides = at.overrides
+            variant.n_overrides = len(v.overrides)
+            for field, prop, wanted in v.overrides:
+                override = &self._overrides[at.overrides]
+                at.overrides += 1
+                override.slot = self._slot(slots, field, prop)
+                override.member = self._member(at, members, override.slot, wanted)
+        return index
+
+    # The walk (per request) --------------------------------------------------------------------------
+
+    cdef _Evaluation _start(self, object context):
+        cdef _Evaluation ev = _Evaluation.__new__(_Evaluation)
+        ev.start(self, context)
+        return ev
+
+    cdef bint _condition_holds(self, const Strategy* s, const HashPrefix* toggle, _Evaluation ev) except -1:
+        cdef int kind = s.kind
+        cdef PyObject* seed
+        cdef const char* data
+        cdef Py_ssize_t size
+        cdef char digits[8]
+        cdef uint32_t bucket
+        cdef object address
+        if kind == STRATEGY_DEFAULT:
+            return True
+        if kind == STRATEGY_FLEXIBLE_ROLLOUT:
+            if s.stickiness == STICK_DEFAULT:
+                data = ev.seed(FIELD_USER_ID, &size)
+                if data == NULL:
+                    data = ev.seed(FIELD_SESSION_ID, &size)
+                if data == NULL:
+                    data = _random_seed(ev, digits, &size)
+            elif s.stickiness == STICK_RANDOM:
+                data = _random_seed(ev, digits, &size)
+            else:
+                data = ev.seed(s.stickiness, &size)
+                if data == NULL:
+                    return False
+            bucket = _bucket(&s.group if s.has_group else toggle, <const uint8_t*>data, size, ROLLOUT_MODULUS)
+            return bucket <= <uint32_t>s.percentage
+        if kind == STRATEGY_USER_WITH_ID:
+            return ev.is_member(FIELD_USER_ID, s.member)
+        if kind == STRATEGY_GRADUAL_USER_ID or kind == STRATEGY_GRADUAL_SESSION_ID:
+            data = ev.seed(FIELD_USER_ID if kind == STRATEGY_GRADUAL_USER_ID else FIELD_SESSION_ID, &size)
+            if data == NULL:
+                return False
+            return _bucket(&s.group, <const uint8_t*>data, size, ROLLOUT_MODULUS) <= <uint32_t>s.percentage
+        if kind == STRATEGY_GRADUAL_RANDOM:
+            # Yggdrasil draws from 1..99, so 100 is always on and 0 never.
+            return <int>ev.random(99) < s.percentage
+        if kind == STRATEGY_REMOTE_ADDRESS:
+            seed = ev.value(FIELD_REMOTE_ADDRESS)
+            if seed == NULL:
+                return False
+            address = ev.parsed_value(FIELD_REMOTE_ADDRESS, PARSED_ADDRESS, seed)
+            return address is not None and _values.networks_contain(<object>s.extra, address)
+        if kind == STRATEGY_CONSTANT:
+            return s.constant
+        if kind == STRATEGY_CUSTOM:
+            ev.never = True  # a custom strategy may use anything; never cache its answers
+            custom, parameters = <tuple><object>s.extra
+            try:
+                return bool(custom.is_enabled(parameters, ev.as_dict()))
+            except Exception:  # a user's strategy failing is that strategy being off
+                return False
+        return False
+
+    cdef int32_t _first_match(self, const Flag* flag, const HashPrefix* toggle, _Evaluation ev) except -2:
+        """The index of the first strategy whose constraints and condition hold, or -1."""
+        cdef int32_t i, j, end = flag.strategies + flag.n_strategies
+        cdef const Strategy* s
+        cdef const uint32_t* ids
+        cdef bint ok
+        for i in range(flag.strategies, end):
+            s = &self._strategies[i]
+            ids = &self._constraint_ids[s.constraints]
+            ok = True
+            for j in range(s.n_constraints):
+                if not ev.holds(ids[j]):
+                    ok = False
+                    break
+            if ok and self._condition_holds(s, toggle, ev):
+                return i
+        return -1
+
+    cdef int32_t _pick_variant(self, int32_t list_index, _Evaluation ev) except -2:
+        """The index of the chosen variant, or -1 for none."""
+        cdef const VariantList* vl
+        cdef const Variant* variant
+        cdef const Override* override
+        cdef const char* data
+        cdef Py_ssize_t size
+        cdef int32_t i, j
+        cdef uint32_t target, cumulative
+        if list_index < 0:
+            return -1
+        vl = &self._lists[list_index]
+        if vl.has_overrides:
+            for i in range(vl.variants, vl.variants + vl.n_variants):
+                variant = &self._variants[i]
+                for j in range(variant.overrides, variant.overrides + variant.n_overrides):
+                    override = &self._overrides[j]
+                    if ev.is_member(override.slot, override.member):
+                        return i
+        if vl.total == 0:
+            return -1
+        if vl.stickiness == STICK_DEFAULT:
+            data = ev.seed(FIELD_USER_ID, &size)
+            if data == NULL:
+                data = ev.seed(FIELD_SESSION_ID, &size)
+        elif vl.stickiness == FIELD_CURRENT_TIME and ev.value(FIELD_CURRENT_TIME) == NULL:
+            data = NULL  # seeds read the context as it is: no stand-in for a missing currentTime
+        else:
+            data = ev.seed(vl.stickiness, &size)
+        if data == NULL:
+            target = ev.random(vl.total)
+        else:
+            target = _bucket(&vl.group, <const uint8_t*>data, size, vl.total)
+        cumulative = 0
+        for i in range(vl.variants, vl.variants + vl.n_variants):
+            cumulative += self._variants[i].weight
+            if cumulative >= target:
+                return i
+        return -1
+
+    cdef inline int32_t _variant_list(self, const Flag* flag, int32_t matched) noexcept:
+        if matched >= 0 and self._strategies[matched].variants >= 0:
+            return self._strategies[matched].variants
+        return flag.variants
+
+    cdef bint _dependency_holds(self, const Dependency* dep, const Flag* child, _Evaluation ev) except -1:
+        cdef const Flag* parent
+        cdef int32_t matched = -1, variant
         cdef bint parent_on
         if dep.parent < 0:
             return False
-        parent = <CFlag>self.compiled[dep.parent]
-        if len(parent.dependencies) > 0:
+        parent = &self._flags[dep.parent]
+        if parent.n_dependencies > 0:
             return False  # no transitive dependencies (and so no cycles)
         # The parent is evaluated with the child's context and the child's name as default rollout group.
         if not parent.broken:
-            matched = _first_match(parent, ctx, child.name_prefix)
-        parent_on = parent.enabled and not parent.broken and (matched is not None or not parent.has_strategies)
-        if dep.variants:
-            variant = _pick_variant(_variant_list(parent, matched), ctx)
-            if variant is not None and variant.name not in dep.variants:
+            matched = self._first_match(parent, &child.rollout, ev)
+        parent_on = parent.enabled and not parent.broken and (matched >= 0 or not parent.has_strategies)
+        if dep.variants != NULL:
+            variant = self._pick_variant(self._variant_list(parent, matched), ev)
+            if variant >= 0 and not _set_contains(dep.variants, self._variants[variant].name):
                 return False
         return parent_on == dep.enabled
 
-    cdef int _outcome(self, CFlag flag, Context ctx) except -2:
+    cdef int32_t _outcome(self, const Flag* flag, _Evaluation ev) except -2:
         """-1 when the flag is off for this context, else the index of its enabled fragment."""
-        cdef CDependency dep
-        cdef CStrategy matched
-        cdef CVariant variant
+        cdef int32_t i, matched, variant
         if not flag.enabled or flag.broken:
             return -1
-        for dep in flag.dependencies:
-            if not self._dependency_holds(dep, ctx, flag):
+        for i in range(flag.dependencies, flag.dependencies + flag.n_dependencies):
+            if not self._dependency_holds(&self._dependencies[i], flag, ev):
                 return -1
-        matched = _first_match(flag, ctx, flag.name_prefix)
-        if matched is None and flag.has_strategies:
+        matched = self._first_match(flag, &flag.rollout, ev)
+        if matched < 0 and flag.has_strategies:
             return -1
-        variant = _pick_variant(_variant_list(flag, matched), ctx)
-        return 0 if variant is None else variant.outcome
+        variant = self._pick_variant(self._variant_list(flag, matched), ev)
+        return 0 if variant < 0 else self._variants[variant].outcome
 
     # Python-object API (tests, SDK-style use) --------------------------------------------------------
 
     def is_enabled(self, name, context):
         i = self.index.get(name)
-        return i is not None and self._outcome(<CFlag>self.compiled[i], Context(context)) >= 0
+        return i is not None and self._outcome(&self._flags[<Py_ssize_t>i], self._start(context)) >= 0
 
     def get_variant(self, name, context):
         i = self.index.get(name)
-        cdef int found = -1
-        cdef CFlag flag
+        cdef int32_t found = -1
         if i is not None:
-            flag = <CFlag>self.compiled[i]
-            found = self._outcome(flag, Context(context))
+            found = self._outcome(&self._flags[<Py_ssize_t>i], self._start(context))
         if found < 0:
             return {"name": "disabled", "enabled": False, "feature_enabled": False}
         if found == 0:
             return {"name": "disabled", "enabled": False, "feature_enabled": True}
-        variant_name, payload, _ = flag.outcomes[found]
+        variant_name, payload, _ = self.flags[i].outcomes[found]
         result = {"name": variant_name, "enabled": True, "feature_enabled": True}
         if payload is not None:
             result["payload"] = payload
@@ -714,74 +1149,72 @@ cdef class Engine:
     # Response bodies (the proxy's hot path) ----------------------------------------------------------
 
     def evaluate_all_body(self, context, bint include_disabled=False):
-        cdef Context ctx = Context(context)
-        cdef Py_ssize_t n = len(self.compiled)
-        cdef PyObject** parts = <PyObject**>malloc((n if n > 0 else 1) * sizeof(PyObject*))
+        """(body, valid_in): the toggles of GET /proxy (or /proxy/all), and how long that answer holds."""
+        cdef _Evaluation ev = self._start(context)
+        cdef Py_ssize_t n = self.n_flags
+        cdef int32_t* chosen = <int32_t*>malloc((n if n > 0 else 1) * sizeof(int32_t))
         cdef Py_ssize_t count = 0, total, i
-        cdef CFlag flag
-        cdef int found
-        cdef bytes fragment
-        if parts == NULL:
+        cdef const Flag* flag
+        cdef int32_t found, fragment
+        if chosen == NULL:
             raise MemoryError()
         try:
-            total = self.prefix_len + self.suffix_len
+            total = 0
             for i in range(n):
-                flag = <CFlag>self.compiled[i]
-                found = self._outcome(flag, ctx)
+                flag = &self._flags[i]
+                found = self._outcome(flag, ev)
                 if found >= 0:
-                    fragment = <bytes>flag.enabled_list[found]
+                    fragment = flag.fragments + found
                 elif include_disabled:
-                    fragment = flag.disabled_all
+                    fragment = flag.disabled
                 else:
                     continue
-                # Borrowed: the fragments live as long as this engine, which outlives the call.
-                parts[count] = <PyObject*>fragment
-                total += PyBytes_GET_SIZE(fragment)
+                chosen[count] = fragment
+                total += self._fragments[fragment].size
                 count += 1
-            return _join(parts, count, total), ctx.deterministic
+            return self._join(chosen, count, total), ev.valid_in()
         finally:
-            free(parts)
+            free(chosen)
 
     def evaluate_named_body(self, context, names):
-        cdef Context ctx = Context(context)
+        """(body, valid_in, outcomes) for POST /proxy: one toggle per requested name, in order."""
+        cdef _Evaluation ev = self._start(context)
         cdef list fragments = []
         cdef list outcomes = []
-        cdef CFlag flag
-        cdef int found
+        cdef int32_t found
         for name in names:
             i = self.index.get(name)
             if i is None:
                 fragments.append(_unknown_named(name))
                 outcomes.append((name, False, "disabled"))
                 continue
-            flag = <CFlag>self.compiled[i]
-            found = self._outcome(flag, ctx)
+            flag = self.flags[i]
+            found = self._outcome(&self._flags[<Py_ssize_t>i], ev)
             if found >= 0:
                 fragments.append(flag.enabled_named[found])
                 outcomes.append((name, True, flag.outcomes[found][0]))
             else:
                 fragments.append(flag.disabled_named)
                 outcomes.append((name, False, "disabled"))
-        return _BODY_PREFIX + b",".join(fragments) + _BODY_SUFFIX, ctx.deterministic, outcomes
+        return _BODY_PREFIX + b",".join(fragments) + _BODY_SUFFIX, ev.valid_in(), outcomes
 
-
-cdef bytes _join(PyObject** parts, Py_ssize_t count, Py_ssize_t total):
-    """b'{"toggles":[' + b','.join(parts) + b']}' in one allocation."""
-    cdef Py_ssize_t i, size
-    if count > 1:
-        total += count - 1
-    cdef bytes body = PyBytes_FromStringAndSize(NULL, total)
-    cdef char* out = PyBytes_AS_STRING(body)
-    cdef bytes prefix = _BODY_PREFIX
-    cdef bytes suffix = _BODY_SUFFIX
-    memcpy(out, PyBytes_AS_STRING(prefix), PyBytes_GET_SIZE(prefix))
-    out += PyBytes_GET_SIZE(prefix)
-    for i in range(count):
-        if i:
-            out[0] = b","
-            out += 1
-        size = PyBytes_GET_SIZE(<bytes>parts[i])
-        memcpy(out, PyBytes_AS_STRING(<bytes>parts[i]), size)
-        out += size
-    memcpy(out, PyBytes_AS_STRING(suffix), PyBytes_GET_SIZE(suffix))
-    return body
+    cdef bytes _join(self, const int32_t* chosen, Py_ssize_t count, Py_ssize_t total):
+        """b'{"toggles":[' + b','.join(fragments) + b']}' in one allocation."""
+        cdef bytes prefix = _BODY_PREFIX
+        cdef bytes suffix = _BODY_SUFFIX
+        cdef Py_ssize_t i
+        cdef const Fragment* fragment
+        total += PyBytes_GET_SIZE(prefix) + PyBytes_GET_SIZE(suffix) + (count - 1 if count > 1 else 0)
+        cdef bytes body = PyBytes_FromStringAndSize(NULL, total)
+        cdef char* out = PyBytes_AS_STRING(body)
+        memcpy(out, PyBytes_AS_STRING(prefix), PyBytes_GET_SIZE(prefix))
+        out += PyBytes_GET_SIZE(prefix)
+        for i in range(count):
+            if i:
+                out[0] = b","
+                out += 1
+            fragment = &self._fragments[chosen[i]]
+            memcpy(out, fragment.data, fragment.size)
+            out += fragment.size
+        memcpy(out, PyBytes_AS_STRING(suffix), PyBytes_GET_SIZE(suffix))
+        return body

@@ -27,7 +27,7 @@ _RANDOM = random.Random()
 class Context:
     """An evaluation context, normalised like Yggdrasil's `Context::from_map` (evaluation.md 2.2)."""
 
-    __slots__ = ("cache", "deterministic", "fields", "now", "properties")
+    __slots__ = ("cache", "fields", "never", "now", "properties", "second")
 
     def __init__(self, raw: Mapping[str, Any]) -> None:
         properties: dict[str, str] = {}
@@ -48,7 +48,8 @@ class Context:
                 properties[key] = value
         self.fields = fields
         self.properties = properties
-        self.deterministic = True
+        self.never = False  # randomness or a custom strategy decided something
+        self.second: int | None = None  # the one clock reading of this evaluation, if it needed one
         self.now: str | None = None
         self.cache: dict[tuple[int, str], Any] = {}
 
@@ -68,10 +69,20 @@ class Context:
         return self.fields[field]
 
     def current_time(self) -> str:
+        """Now, read once per evaluation: every use of the clock sees the same second."""
         if self.now is None:
-            self.deterministic = False
-            self.now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            self.second = int(time.time())
+            self.now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.second))
         return self.now
+
+    @property
+    def valid_in(self) -> int:
+        """How long the answer holds: CACHE_NEVER, CACHE_SNAPSHOT, or the clock second it read."""
+        if self.never:
+            return m.CACHE_NEVER
+        if self.second is not None:
+            return self.second if self.second > 0 else m.CACHE_NEVER
+        return m.CACHE_SNAPSHOT
 
     def parsed(self, kind: int, value: str) -> Any:
         key = (kind, value)
@@ -87,7 +98,7 @@ class Context:
         return self.cache[key]
 
     def random(self, upper: int) -> int:
-        self.deterministic = False
+        self.never = True
         return _RANDOM.randint(1, upper)
 
     def as_dict(self) -> dict[str, Any]:
@@ -202,8 +213,7 @@ def _condition_holds(s: m.Strategy, ctx: Context, toggle_name: str) -> bool:
         return ident is not None and normalized_hash(s.group, ident, m.ROLLOUT_MODULUS) <= s.percentage  # type: ignore[arg-type]
     if kind == m.STRATEGY_GRADUAL_RANDOM:
         # Yggdrasil draws from 1..99, so 100 is always on and 0 never.
-        ctx.deterministic = False
-        return _RANDOM.randint(1, 99) < s.percentage
+        return ctx.random(99) < s.percentage
     if kind == m.STRATEGY_REMOTE_ADDRESS:
         raw = ctx.fields[m.FIELD_REMOTE_ADDRESS]
         address = ctx.parsed(ADDRESS_KIND, raw) if raw is not None else None
@@ -211,7 +221,7 @@ def _condition_holds(s: m.Strategy, ctx: Context, toggle_name: str) -> bool:
     if kind == m.STRATEGY_CONSTANT:
         return s.constant
     if kind == m.STRATEGY_CUSTOM:
-        ctx.deterministic = False  # a custom strategy may use anything; never cache its answers
+        ctx.never = True  # a custom strategy may use anything; never cache its answers
         try:
             return bool(s.custom.is_enabled(s.parameters, ctx.as_dict()))
         except Exception:  # a user's strategy failing is that strategy being off
@@ -348,7 +358,8 @@ class Engine:
 
     def evaluate_all_body(
         self, context: Mapping[str, Any], include_disabled: bool = False
-    ) -> tuple[bytes, bool]:
+    ) -> tuple[bytes, int]:
+        """(body, valid_in): the toggles of GET /proxy (or /proxy/all), and how long that answer holds."""
         ctx = Context(context)
         parts = []
         for flag in self.flags:
@@ -357,11 +368,12 @@ class Engine:
                 parts.append(flag.enabled_list[found])
             elif include_disabled:
                 parts.append(flag.disabled_all)
-        return BODY_PREFIX + b",".join(parts) + BODY_SUFFIX, ctx.deterministic
+        return BODY_PREFIX + b",".join(parts) + BODY_SUFFIX, ctx.valid_in
 
     def evaluate_named_body(
         self, context: Mapping[str, Any], names: Sequence[str]
-    ) -> tuple[bytes, bool, list[tuple[str, bool, str]]]:
+    ) -> tuple[bytes, int, list[tuple[str, bool, str]]]:
+        """(body, valid_in, outcomes) for POST /proxy: one toggle per requested name, in order."""
         ctx = Context(context)
         parts = []
         outcomes = []
@@ -379,4 +391,4 @@ class Engine:
             else:
                 parts.append(flag.disabled_named)
                 outcomes.append((name, False, "disabled"))
-        return BODY_PREFIX + b",".join(parts) + BODY_SUFFIX, ctx.deterministic, outcomes
+        return BODY_PREFIX + b",".join(parts) + BODY_SUFFIX, ctx.valid_in, outcomes

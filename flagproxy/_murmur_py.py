@@ -41,5 +41,6 @@ def murmur3_32(data: bytes, seed: int = 0) -> int:
 
 
 def normalized_hash(group: str, identifier: str, modulus: int, seed: int = 0) -> int:
-    """1..modulus, as Yggdrasil and the Unleash SDKs compute it."""
-    return murmur3_32(f"{group}:{identifier}".encode(), seed) % modulus + 1
+    """1..modulus, as Yggdrasil and the Unleash SDKs compute it. A lone surrogate (possible only from Python
+    callers: JSON and query strings cannot carry one) is hashed as its surrogatepass bytes, not an error."""
+    return murmur3_32(f"{group}:{identifier}".encode("utf-8", "surrogatepass"), seed) % modulus + 1

@@ -1,6 +1,8 @@
 """Chooses the evaluator: the compiled flagproxy._eval unless FLAGPROXY_NO_EXTENSIONS is set (to anything
 but "" or "0"), the interpreter is not CPython, or the extension was not built. Nothing else in the package
 knows there are two. `IMPLEMENTATION` says which one loaded: "compiled" or "pure".
+
+`CACHE_NEVER` and `CACHE_SNAPSHOT` are the special values of an answer's `valid_in` (flagproxy/snapshot.py).
 """
 
 from __future__ import annotations
@@ -8,6 +10,8 @@ from __future__ import annotations
 import os
 import sys
 from typing import TYPE_CHECKING
+
+from flagproxy.compiler.model import CACHE_NEVER, CACHE_SNAPSHOT
 
 NO_EXTENSIONS = os.environ.get("FLAGPROXY_NO_EXTENSIONS", "") not in ("", "0")
 
@@ -41,4 +45,4 @@ def engine_class(implementation: str | None = None) -> type[Engine]:
     raise ValueError(f"unknown evaluator implementation {implementation!r}")
 
 
-__all__ = ["IMPLEMENTATION", "NO_EXTENSIONS", "Engine", "engine_class"]
+__all__ = ["CACHE_NEVER", "CACHE_SNAPSHOT", "IMPLEMENTATION", "NO_EXTENSIONS", "Engine", "engine_class"]

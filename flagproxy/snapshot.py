@@ -4,13 +4,27 @@
     snapshot.is_enabled("my-flag", {"userId": "42"})
     snapshot.get_variant("my-flag", {"userId": "42"})     # {"name", "enabled", "feature_enabled", "payload"?}
     snapshot.evaluate_all({"userId": "42"})               # the toggles the proxy would send, as dicts
-    body, deterministic = snapshot.evaluate_all_body(context, include_disabled=False)
-    body, deterministic, outcomes = snapshot.evaluate_named_body(context, ["a", "b"])
+    body, valid_in = snapshot.evaluate_all_body(context, include_disabled=False)
+    body, valid_in, outcomes = snapshot.evaluate_named_body(context, ["a", "b"])
 
 Swapping snapshots is one reference assignment, so readers never see a half-built one. The body methods are
 the evaluator's own bound methods: the proxy's hot path calls straight into the compiled code.
-`deterministic` is False when an answer used randomness, the clock or a custom strategy, so a response
-cache must not reuse it. `outcomes` is one (name, enabled, variant name) per requested name, for metrics.
+`outcomes` is one (name, enabled, variant name) per requested name, for metrics.
+
+`valid_in` (an int) says how long the same request would get the same body from this snapshot, so a
+response cache knows what it may keep:
+
+- `CACHE_NEVER` (-1, flagproxy.evaluator): never reuse it. The evaluation drew a random number (random
+  stickiness, the random fallback of default stickiness, gradualRolloutRandom, a variant without a
+  stickiness value) or called a custom strategy.
+- `CACHE_SNAPSHOT` (0): valid for as long as this snapshot is the current one.
+- a positive N: valid only while the wall clock's Unix second (`int(time.time())`) is N. The evaluation read
+  the clock, for a constraint or rollout on a currentTime the context did not give, and nothing random.
+  It reads the clock at most once and uses that second throughout, as "now" in text
+  ("%Y-%m-%dT%H:%M:%SZ") and as a date.
+
+Only what an evaluation actually used counts: a rollout that a failing constraint skips, or a currentTime
+constraint of a flag that is disabled, does not make the answer uncacheable.
 """
 
 from __future__ import annotations

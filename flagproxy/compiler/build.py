@@ -381,7 +381,10 @@ def _variant_list(
             raise CompileError(f"variant {spec['name']!r} has an invalid payload")
         flag.outcomes.append((spec["name"], payload, strategy_level))
         compiled.append(m.Variant(spec["name"], weight, overrides, len(flag.outcomes) - 1))
-    return m.VariantList(tuple(compiled), group, stickiness, prop)
+    variant_list = m.VariantList(tuple(compiled), group, stickiness, prop)
+    if variant_list.total > m.MAX_TOTAL_WEIGHT:  # Yggdrasil's weights are 32-bit
+        raise CompileError(f"variant weights add up to {variant_list.total}, above {m.MAX_TOTAL_WEIGHT}")
+    return variant_list
 
 
 def _overrides(overrides: Any) -> tuple[tuple[int, str | None, frozenset[str]], ...]:

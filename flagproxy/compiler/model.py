@@ -59,8 +59,15 @@ STRATEGY_CONSTANT = 7  # applicationHostname (decided at compile time) or a para
 STRATEGY_CUSTOM = 8
 STRATEGY_UNKNOWN = 9  # no built-in or custom strategy of that name: false
 
+# How long an evaluation's answer holds (the second item the body methods return): never cache it (it used
+# randomness or a custom strategy), for the whole snapshot, or a positive Unix second N: only while the
+# wall clock's second is N (it read the clock for a missing currentTime).
+CACHE_NEVER = -1
+CACHE_SNAPSHOT = 0
+
 NO_VARIANT = ("disabled", None, False)
 VARIANT_SEED = 86028157  # Yggdrasil's VARIANT_NORMALIZATION_SEED
+MAX_TOTAL_WEIGHT = 0xFFFFFFFF
 ROLLOUT_MODULUS = 100
 
 

@@ -7,6 +7,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from flagproxy.evaluator import CACHE_NEVER, CACHE_SNAPSHOT
 from flagproxy.snapshot import compile_snapshot
 
 NAMES = [f"f{i}" for i in range(6)]
@@ -31,7 +32,17 @@ WORDS = st.sampled_from(
     ]
 )
 FIELDS = st.sampled_from(
-    ["userId", "sessionId", "appName", "environment", "remoteAddress", "currentTime", "region", "age"]
+    [
+        "userId",
+        "sessionId",
+        "appName",
+        "environment",
+        "remoteAddress",
+        "currentTime",
+        "region",
+        "age",
+        "properties",
+    ]
 )
 OPERATORS = st.sampled_from(
     [
@@ -68,7 +79,8 @@ variant = st.fixed_dictionaries(
     {"name": st.sampled_from(["red", "blue", "green", "disabled"]), "weight": st.integers(0, 1000)},
     optional={
         "payload": st.fixed_dictionaries({"type": st.sampled_from(["string", "json"]), "value": WORDS}),
-        "stickiness": st.sampled_from(["default", "userId", "sessionId", "region", "appName"]),
+        # "currentTime" is not a variant stickiness field: it reads properties["currentTime"].
+        "stickiness": st.sampled_from(["default", "userId", "sessionId", "region", "appName", "currentTime"]),
         "overrides": st.lists(
             st.fixed_dictionaries({"contextName": FIELDS, "values": st.lists(WORDS, max_size=2)}), max_size=2
         ),
@@ -83,6 +95,7 @@ strategy = st.fixed_dictionaries(
                 "gradualRolloutUserId",
                 "gradualRolloutSessionId",
                 "flexibleRollout",
+                "gradualRolloutRandom",
                 "remoteAddress",
                 "applicationHostname",
                 "unknownOne",
@@ -96,7 +109,9 @@ strategy = st.fixed_dictionaries(
                 "groupId": WORDS,
                 "userIds": WORDS,
                 "IPs": st.sampled_from(["10.0.0.0/8", "::1, 192.invalid", "127.0.0.1"]),
-                "stickiness": st.sampled_from(["default", "userId", "sessionId", "region", "currentTime"]),
+                "stickiness": st.sampled_from(
+                    ["default", "userId", "sessionId", "region", "currentTime", "random"]
+                ),
             },
         ),
     },
@@ -144,9 +159,9 @@ context = st.fixed_dictionaries(
         "environment": WORDS,
         "remoteAddress": WORDS,
         "currentTime": WORDS,
-        "region": WORDS,
+        "region": st.one_of(WORDS, st.integers(), st.none()),  # only a string is promoted to a property
         "properties": st.dictionaries(
-            st.sampled_from(["region", "age", "userId"]),
+            st.sampled_from(["region", "age", "userId", "sessionId", "currentTime", "properties"]),
             st.one_of(WORDS, st.integers(), st.floats(allow_nan=False), st.none(), st.booleans()),
             max_size=3,
         ),
@@ -163,14 +178,20 @@ def test_compiled_and_pure_agree(payload: dict[str, Any], contexts: list[dict[st
     assert compiled.names == pure.names
     for ctx in contexts:
         for include_disabled in (False, True):
-            body_c, det_c = compiled.evaluate_all_body(ctx, include_disabled)
-            body_p, det_p = pure.evaluate_all_body(ctx, include_disabled)
-            assert det_c == det_p
-            if det_c:  # a random rollout may differ between two calls, let alone two evaluators
+            body_c, valid_c = compiled.evaluate_all_body(ctx, include_disabled)
+            body_p, valid_p = pure.evaluate_all_body(ctx, include_disabled)
+            assert _validity(valid_c) == _validity(valid_p)
+            if valid_c != CACHE_NEVER:  # random rollouts differ between two calls, let alone two evaluators
                 assert body_c == body_p
         names = [*NAMES[:4], "unknown", NAMES[0]]
-        named_c = compiled.evaluate_named_body(ctx, names)
-        named_p = pure.evaluate_named_body(ctx, names)
-        assert named_c[1] == named_p[1]
-        if named_c[1]:
-            assert named_c == named_p
+        body_c, valid_c, outcomes_c = compiled.evaluate_named_body(ctx, names)
+        body_p, valid_p, outcomes_p = pure.evaluate_named_body(ctx, names)
+        assert _validity(valid_c) == _validity(valid_p)
+        if valid_c != CACHE_NEVER:
+            assert (body_c, outcomes_c) == (body_p, outcomes_p)
+
+
+def _validity(valid_in: int) -> int:
+    """The kind of a valid_in: the second itself may tick between the two evaluators' calls."""
+    assert isinstance(valid_in, int)
+    return valid_in if valid_in <= CACHE_SNAPSHOT else 1

@@ -6,6 +6,7 @@ import pathlib
 
 import pytest
 
+from flagproxy.evaluator import CACHE_NEVER, CACHE_SNAPSHOT
 from flagproxy.snapshot import compile_snapshot
 from flagproxy.strategies import StrategyFileError, load_strategies_file
 
@@ -56,7 +57,10 @@ def test_custom_strategies_are_called_for_their_names(implementation: str, strat
     assert not s.is_enabled("beta", {"appName": "web", "properties": {"beta": "no"}})
     assert not s.is_enabled("broken", {})  # an exception is off, never an error
     assert not s.is_enabled("unknown", {})
-    assert s.evaluate_all_body({"appName": "web"})[1] is False  # custom answers are never cached
+    assert s.evaluate_all_body({"appName": "web"})[1] == CACHE_NEVER  # custom answers are never cached
+    assert s.evaluate_named_body({"appName": "web"}, ["beta"])[1] == CACHE_NEVER
+    # Only an evaluation that reaches the custom strategy is affected.
+    assert s.evaluate_named_body({"appName": "ios"}, ["beta"])[1] == CACHE_SNAPSHOT
 
 
 @pytest.mark.parametrize(

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import Any
 
 import pytest
 
 from flagproxy._murmur_py import normalized_hash
+from flagproxy.compiler.model import VARIANT_SEED
+from flagproxy.evaluator import CACHE_NEVER, CACHE_SNAPSHOT
 from flagproxy.snapshot import compile_snapshot
 from tests.conftest import COMPILED_AVAILABLE
 from tests.reference import recorded_body, sample_payload
@@ -63,6 +66,17 @@ def test_one_broken_strategy_turns_the_whole_flag_off(implementation: str, bad: 
     assert s.is_enabled("ok", {})  # the rest of the update goes on
     assert len(s.warnings) == 1 and "'broken'" in s.warnings[0]
     assert "'broken'" in caplog.text
+
+
+def test_numbers_too_big_for_yggdrasil_break_one_flag_not_the_snapshot(implementation: str) -> None:
+    huge = [{"name": "a", "weight": 2**32 - 1}, {"name": "b", "weight": 1}]
+    s = snap(
+        implementation,
+        flag("heavy", [DEFAULT], variants=huge),
+        flag("always", [{"name": "gradualRolloutRandom", "parameters": {"percentage": "99999999999"}}]),
+    )
+    assert not s.is_enabled("heavy", {}) and len(s.warnings) == 1 and "'heavy'" in s.warnings[0]
+    assert all(s.is_enabled("always", {}) for _ in range(20))
 
 
 def test_a_payload_that_is_not_a_features_document_is_refused() -> None:
@@ -171,6 +185,21 @@ def test_context_normalisation(implementation: str) -> None:
         assert s.is_enabled("num", {"properties": {"n": value}})
     assert not s.is_enabled("num", {"properties": {"n": 12.0}})  # serde's text is "12.0"
     assert not s.is_enabled("tier", {"properties": {"tier": None}})
+
+
+def test_variant_stickiness_current_time_reads_the_property_of_that_name(implementation: str) -> None:
+    # Variant stickiness knows no currentTime field: it reads properties["currentTime"], which the top-level
+    # currentTime leaves in place and which is promoted away when the top level has none.
+    variants = [{"name": "a", "weight": 1, "stickiness": "currentTime"}, {"name": "b", "weight": 1}]
+    s = snap(implementation, flag("f", variants=variants))
+    for seed in ("x", "y", "z", "w"):
+        context = {"currentTime": "2024-01-01T00:00:00Z", "properties": {"currentTime": seed}}
+        body, valid_in = s.evaluate_all_body(context)
+        expected = "ab"[normalized_hash("f", seed, 2, VARIANT_SEED) - 1]
+        assert json.loads(body)["toggles"][0]["variant"]["name"] == expected
+        assert valid_in == CACHE_SNAPSHOT
+    assert s.evaluate_all_body({"currentTime": "2024-01-01T00:00:00Z"})[1] == CACHE_NEVER
+    assert s.evaluate_all_body({"properties": {"currentTime": "x"}})[1] == CACHE_NEVER
 
 
 # ------------------------------------------------------------------------------------- operators
@@ -286,26 +315,76 @@ def test_a_parent_rollout_without_group_hashes_with_the_child_name(implementatio
         assert s.is_enabled("child", {"userId": str(i)}) is (normalized_hash("child", str(i), 100) <= 50)
 
 
-# ------------------------------------------------------------------------------------ determinism
+# ---------------------------------------------------------------------------------- cache validity
+
+AFTER_2020 = {"contextName": "currentTime", "operator": "DATE_AFTER", "value": "2020-01-01T00:00:00Z"}
 
 
-def test_deterministic_reports_randomness_and_the_clock(implementation: str) -> None:
-    plain = snap(implementation, flag("f", [FLEX]))
-    assert plain.evaluate_all_body({"userId": "1"})[1] is True
-    assert plain.evaluate_all_body({})[1] is False  # default stickiness fell back to random
-    clock = snap(
+def _iso(second: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
+
+
+def test_an_answer_without_clock_or_randomness_holds_for_the_snapshot(implementation: str) -> None:
+    s = snap(implementation, flag("f", [FLEX]), flag("g", [constrained(AFTER_2020)]))
+    context = {"userId": "1", "currentTime": "2021-01-01T00:00:00Z"}
+    assert s.evaluate_all_body(context) == (s.evaluate_all_body(context)[0], CACHE_SNAPSHOT)
+    assert s.evaluate_all_body(context, True)[1] == CACHE_SNAPSHOT
+    assert s.evaluate_named_body(context, ["f", "g", "unknown"])[1] == CACHE_SNAPSHOT
+
+
+def test_reading_the_clock_makes_an_answer_valid_for_that_second(implementation: str) -> None:
+    s = snap(implementation, flag("f", [constrained(AFTER_2020)]))
+    before = int(time.time())
+    body, valid_in = s.evaluate_all_body({"userId": "1"})
+    after = int(time.time())
+    assert isinstance(valid_in, int) and before <= valid_in <= after
+    assert json.loads(body)["toggles"][0]["name"] == "f"
+    before = int(time.time())
+    valid_in = s.evaluate_named_body({}, ["f"])[1]
+    assert before <= valid_in <= int(time.time())
+    # A constraint with no values never reads the field, so it never reads the clock either.
+    empty = snap(
         implementation,
-        flag(
-            "f",
-            [
-                constrained(
-                    {"contextName": "currentTime", "operator": "DATE_AFTER", "value": "2020-01-01T00:00:00Z"}
-                )
-            ],
-        ),
+        flag("f", [constrained({"contextName": "currentTime", "operator": "IN", "values": []})]),
     )
-    assert clock.evaluate_all_body({})[1] is False
-    assert clock.evaluate_all_body({"currentTime": "2021-01-01T00:00:00Z"})[1] is True
+    assert empty.evaluate_all_body({})[1] == CACHE_SNAPSHOT
+
+
+def test_one_evaluation_reads_the_clock_once(implementation: str) -> None:
+    # Flags that reveal which second the dates and the text of "now" were taken from: all must agree
+    # with each other and with valid_in, also when the clock ticks during the evaluation.
+    now = int(time.time())
+    seconds = range(now - 2, now + 4)
+    features = []
+    for second in seconds:
+        date = {"contextName": "currentTime", "operator": "DATE_AFTER", "value": _iso(second - 1)}
+        text = {"contextName": "currentTime", "operator": "IN", "values": [_iso(second)]}
+        features += [flag(f"date-{second}", [constrained(date)]), flag(f"text-{second}", [constrained(text)])]
+        features += [flag(f"filler-{second}-{i}", [constrained(AFTER_2020)]) for i in range(50)]
+    s = snap(implementation, *features)
+    for _ in range(20):
+        body, valid_in = s.evaluate_all_body({})
+        on = {t["name"] for t in json.loads(body)["toggles"]}
+        assert {n for n in on if n.startswith("text-")} == {f"text-{valid_in}"}
+        assert {n for n in on if n.startswith("date-")} == {f"date-{x}" for x in seconds if x <= valid_in}
+
+
+@pytest.mark.parametrize(
+    "feature",
+    [
+        flag("f", [FLEX]),  # default stickiness with neither userId nor sessionId: random
+        flag("f", [{"name": "flexibleRollout", "parameters": {"rollout": "50", "stickiness": "random"}}]),
+        flag("f", [{"name": "gradualRolloutRandom", "parameters": {"percentage": "50"}}]),
+        flag("f", [DEFAULT], variants=[{"name": "a", "weight": 1}, {"name": "b", "weight": 1}]),
+    ],
+    ids=["default-stickiness", "random-stickiness", "random-rollout", "random-variant"],
+)
+def test_randomness_is_never_cached(implementation: str, feature: dict[str, Any]) -> None:
+    s = snap(implementation, feature, flag("clock", [constrained(AFTER_2020)]))
+    assert s.evaluate_all_body({})[1] == CACHE_NEVER
+    assert s.evaluate_all_body({"currentTime": "2021-01-01T00:00:00Z"})[1] == CACHE_NEVER
+    assert s.evaluate_named_body({}, ["f"])[1] == CACHE_NEVER
+    assert s.evaluate_named_body({}, ["clock"])[1] > 0  # only what the evaluation used counts
 
 
 # -------------------------------------------------------------------------------------- the bodies
@@ -329,9 +408,9 @@ def test_named_body_is_byte_identical_to_the_node_proxy(implementation: str) -> 
         "appName": "unleash-proxy",
         "environment": "default",
     }
-    body, deterministic, outcomes = s.evaluate_named_body(context, names)
+    body, valid_in, outcomes = s.evaluate_named_body(context, names)
     assert body == recorded_body("""-d '{"toggles":["default-on","disabled-feature","does-not-exist\"""")
-    assert deterministic
+    assert valid_in == CACHE_SNAPSHOT
     assert outcomes[:3] == [
         ("default-on", True, "disabled"),
         ("disabled-feature", False, "disabled"),
@@ -380,11 +459,19 @@ def test_unicode_names_are_escaped_and_hashed_as_utf8(implementation: str) -> No
     assert json.loads(s.evaluate_all_body({}, True)[0])["toggles"][0]["name"] == name
 
 
+def test_a_lone_surrogate_is_hashed_not_an_error(implementation: str) -> None:
+    s = snap(implementation, flag("f", [{"name": "flexibleRollout", "parameters": {"rollout": "50"}}]))
+    for user in ("\ud800", "a\udfff" * 100):
+        assert s.is_enabled("f", {"userId": user}) is (normalized_hash("f", user, 100) <= 50)
+
+
 @pytest.mark.skipif(not COMPILED_AVAILABLE, reason="the compiled evaluator is not built")
 def test_the_compiled_hash_matches_the_pure_one() -> None:
     from flagproxy import _eval
 
-    for group, ident in [("g", "1"), ("AB12A", "122"), ("😊", "φ" * 600), ("", "")]:
+    groups = ["g", "ab", "AB12A", "😊", "", "abc", "abcd", "abcde", "x\udc80"]  # every prefix length mod 4
+    identifiers = ["1", "122", "φ" * 600, "", "ab", "abcdefg", "\ud800"]
+    for group, ident in [(g, i) for g in groups for i in identifiers]:
         for seed in (0, 86028157):
             assert _eval.normalized_hash(group, ident, 100, seed) == normalized_hash(group, ident, 100, seed)
 
