@@ -1,9 +1,9 @@
 """`flagproxy demo`: a flag server on a fresh SQLite file with sample flags, and a proxy in front of it.
 
 It prints the URLs, the keys and three curl commands that show evaluation, then runs until Ctrl-C (or
-SIGTERM), when it stops both processes and removes the temporary database. Both parts run as child
-processes exactly as `flagproxy server` and `flagproxy proxy` would, so what the demo shows is what a
-deployment does.
+SIGTERM), when it stops both processes and removes the temporary database. It exits 0 only when both
+stopped cleanly. Both parts run as child processes exactly as `flagproxy server` and `flagproxy proxy`
+would, so what the demo shows is what a deployment does.
 """
 
 from __future__ import annotations
@@ -151,15 +151,18 @@ def wait_until_up(url: str, process: subprocess.Popen[bytes], what: str) -> None
     raise RuntimeError(f"the {what} did not come up within {START_TIMEOUT:.0f}s ({url})")
 
 
-def stop(process: subprocess.Popen[bytes] | None) -> None:
-    if process is None or process.poll() is not None:
-        return
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=5)
+def stop(process: subprocess.Popen[bytes] | None) -> int | None:
+    """SIGTERM, then SIGKILL after 15 s; the exit status (None when it never started)."""
+    if process is None:
+        return None
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+    return process.returncode
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -174,12 +177,13 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _instructions(host: str, server: str, proxy: str, keys: DemoKeys, flags: list[str]) -> str:
+def _instructions(server: str, proxy: str, keys: DemoKeys, flags: list[str], database: str) -> str:
     return f"""
 flagproxy demo is running.
 
   flag server   {server}      (admin API, client API, docs at {server}/docs/openapi)
   proxy         {proxy}/proxy
+  database      {database}
 
   admin token   {keys.admin_token}
   client token  {keys.client_token}   (what the proxy reads the server with)
@@ -198,7 +202,7 @@ Try:
   curl -H 'Authorization: {keys.admin_token}' -X POST \\
        {server}/api/admin/projects/default/features/payments-kill-switch/environments/development/on
 
-(the last one turns a flag on; the proxy shows it within a second). Ctrl-C stops both.
+(the last one turns a flag on; the proxy shows it within one refresh interval). Ctrl-C stops both.
 """
 
 
@@ -208,9 +212,11 @@ def main(argv: list[str]) -> int:
     workdir = None
     if args.database:
         database = args.database
+        shown_database = database
     else:
         workdir = tempfile.mkdtemp(prefix="flagproxy-demo-")
         database = str(Path(workdir) / "flags.db")
+        shown_database = f"{database} (a fresh file, removed on exit)"
     server_url = f"http://{args.host}:{args.server_port}"
     proxy_url = f"http://{args.host}:{args.proxy_port}"
     stopping = False
@@ -222,6 +228,7 @@ def main(argv: list[str]) -> int:
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     server = proxy = None
     env = {key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "PORT")}
+    status = 1
     try:
         server = subprocess.Popen(
             [sys.executable, "-m", "flagproxy", "server", "--host", args.host,
@@ -241,21 +248,24 @@ def main(argv: list[str]) -> int:
             start_new_session=True,
         )  # fmt: skip
         wait_until_up(f"{proxy_url}/proxy/health", proxy, "proxy")
-        print(_instructions(args.host, server_url, proxy_url, keys, flags), flush=True)
+        print(_instructions(server_url, proxy_url, keys, flags, shown_database), flush=True)
         while not stopping:
             if server.poll() is not None or proxy.poll() is not None:
                 print("flagproxy demo: a child process exited; stopping", file=sys.stderr)
                 return 1
             time.sleep(0.2)
         print("flagproxy demo: stopping", flush=True)
-        return 0
+        status = 0
     except RuntimeError as exc:
         print(f"flagproxy demo: {exc}", file=sys.stderr)
-        return 1
     finally:
-        stop(proxy)
-        stop(server)
+        for what, child in (("proxy", proxy), ("flag server", server)):
+            code = stop(child)
+            if status == 0 and code != 0:
+                print(f"flagproxy demo: the {what} did not stop cleanly (status {code})", file=sys.stderr)
+                status = 1
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
+    return status

@@ -7,11 +7,11 @@ import os
 import sys
 from functools import partial
 
-from sanic import Sanic
 from sanic.worker.loader import AppLoader
 
 from flagproxy.server.app import LOG_LEVELS, create_app
 from flagproxy.server.settings import ServerSettings, SettingsError
+from flagproxy.serving import serve as run_workers
 
 
 def configure_logging(level_name: str) -> None:
@@ -45,10 +45,7 @@ def main(argv: list[str]) -> int:
         motd=False,
     )
     try:
-        if settings.workers == 1:
-            Sanic.serve_single(primary=app)
-        else:
-            Sanic.serve(primary=app, app_loader=loader)
+        run_workers(app, loader, settings.workers)
     except SettingsError as exc:
         print(f"flagproxy server: {exc}", file=sys.stderr)
         return 2

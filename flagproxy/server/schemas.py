@@ -1,7 +1,8 @@
 """Request bodies of the admin and client API, as pydantic models.
 
 They drive both validation (a failure names the field at fault) and the OpenAPI document. Unknown keys
-are ignored, as Unleash ignores them on most routes.
+are ignored, as Unleash ignores them on most routes. Numbers that are stored are bounded to what their
+column holds on both backends, so a huge one is a 400 naming the field, never a database error.
 """
 
 from __future__ import annotations
@@ -9,7 +10,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    field_validator,
+)
+
+from flagproxy.server.clock import to_iso
 
 # Every operator the evaluator supports (decision E1): SPEC.md's 15 plus SEMVER_GTE/LTE, REGEX, IN_CIDR.
 Operator = Literal[
@@ -24,6 +36,9 @@ Operator = Literal[
 UrlName = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9\-_.~]+$")]
 TagText = Annotated[str, Field(min_length=2, max_length=50)]
 Weight = Annotated[int, Field(ge=0, le=1000)]
+SortOrder = Annotated[StrictInt, Field(ge=-(2**31), le=2**31 - 1)]  # an INTEGER column
+SegmentId = Annotated[StrictInt, Field(ge=0, le=2**63 - 1)]  # a BIGINT key
+Count = Annotated[int, Field(ge=0, le=2**53 - 1)]  # the largest integer every SDK's JSON writes exactly
 ParameterValue = StrictStr | StrictInt | StrictFloat | StrictBool
 
 
@@ -72,11 +87,11 @@ class StrategyBody(Body):
     name: StrictStr = Field(min_length=1)
     title: StrictStr | None = None
     disabled: StrictBool | None = False
-    sortOrder: StrictInt | None = None
+    sortOrder: SortOrder | None = None
     parameters: dict[str, ParameterValue] = {}
     constraints: list[ConstraintBody] = []
     variants: list[StrategyVariantBody] = []
-    segments: list[StrictInt] = []
+    segments: list[SegmentId] = []
 
 
 class TagBody(Body):
@@ -132,11 +147,21 @@ class CreateTokenBody(Body):
     project: StrictStr | None = None
     expiresAt: datetime | None = None
 
+    @field_validator("expiresAt")
+    @classmethod
+    def _representable_in_utc(cls, value: datetime | None) -> datetime | None:
+        if value is not None:
+            try:
+                to_iso(value)
+            except OverflowError:
+                raise ValueError("must be a moment between the years 1 and 9999 in UTC") from None
+        return value
+
 
 class CreateEnvironmentBody(Body):
     name: UrlName
     type: StrictStr = Field(min_length=1)
-    sortOrder: StrictInt = 9999
+    sortOrder: SortOrder = 9999
     enabled: StrictBool = True
 
 
@@ -147,9 +172,9 @@ class CreateProjectBody(Body):
 
 
 class ToggleCounts(Body):
-    yes: Annotated[int, Field(ge=0)] = 0
-    no: Annotated[int, Field(ge=0)] = 0
-    variants: dict[str, Annotated[int, Field(ge=0)]] = {}
+    yes: Count = 0
+    no: Count = 0
+    variants: dict[str, Count] = {}
 
 
 class MetricsBucket(Body):
@@ -171,5 +196,12 @@ class ClientRegisterBody(Body):
     sdkVersion: StrictStr | None = None
     environment: StrictStr | None = None
     strategies: list[StrictStr] = []
-    interval: StrictInt | StrictFloat | None = None
+    interval: StrictInt | StrictFloat | None = None  # ms
     started: StrictStr | StrictInt | StrictFloat | None = None
+
+    @field_validator("interval")
+    @classmethod
+    def _interval_in_range(cls, value: float | None) -> float | None:
+        if value is not None and not 0 <= value <= 2**53 - 1:
+            raise ValueError("must be a number of milliseconds from 0 to 2^53 - 1")
+        return value

@@ -4,6 +4,9 @@
 `validate` hook. The hook is given a callable rather than the model class because sanic-ext flattens a
 pydantic error into one string; the callable keeps pydantic's location so the record can name the field.
 It also runs the content-type check first, in Unleash's order: 415 before 400.
+
+Text holding a NUL character is refused for every body: PostgreSQL cannot store one (SQLite can), and
+both backends must answer alike.
 """
 
 from __future__ import annotations
@@ -31,9 +34,43 @@ def field_path(location: tuple[int | str, ...]) -> str:
     return path or "body"
 
 
-def as_validation_failed(error: PydanticError) -> ValidationFailed:
+def _holds(data: Any, location: tuple[int | str, ...]) -> bool:
+    """Whether the request data has something at `location`."""
+    for part in location:
+        in_list = isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data)
+        if not (in_list or (isinstance(data, dict) and part in data)):
+            return False
+        data = data[part]
+    return True
+
+
+def as_validation_failed(error: PydanticError, data: Any) -> ValidationFailed:
     first = error.errors(include_url=False)[0]
-    return ValidationFailed(field_path(tuple(first["loc"])), first["msg"])
+    location = tuple(first["loc"])
+    # A value that matches no member of a union (a parameter that is neither text, number nor boolean)
+    # is reported at a location ending in the member's name, which is not in the data: the field is the
+    # one before. A field left out is not in the data either, but it is the field at fault.
+    if first["type"] != "missing" and location and not _holds(data, location) and _holds(data, location[:-1]):
+        location = location[:-1]
+    return ValidationFailed(field_path(location), first["msg"])
+
+
+def nul_location(data: Any) -> tuple[tuple[int | str, ...], bool] | None:
+    """Where a text holding a NUL character is, if any: (location, True when it is a key there)."""
+    pending: list[tuple[tuple[int | str, ...], Any]] = [((), data)]
+    while pending:  # a loop, not recursion: a body may nest as deep as the JSON parser allows
+        location, value = pending.pop()
+        if isinstance(value, str):
+            if "\x00" in value:
+                return location, False
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if "\x00" in key:
+                    return location, True
+                pending.append(((*location, key), item))
+        elif isinstance(value, list):
+            pending.extend(((*location, index), item) for index, item in enumerate(value))
+    return None
 
 
 def require_json(request: Request) -> Any:
@@ -67,10 +104,15 @@ class _Check:
             data = {"variants": data}
         elif not isinstance(data, dict):
             raise ValidationFailed("body", "expected a JSON object")
+        found = nul_location(data)
+        if found is not None:
+            location, in_key = found
+            what = "its keys" if in_key else "text"
+            raise ValidationFailed(field_path(location), f"{what} may not hold the NUL character (\\u0000)")
         try:
             handler_kwargs["body"] = self.model.model_validate(data)
         except PydanticError as exc:
-            raise as_validation_failed(exc) from None
+            raise as_validation_failed(exc, data) from None
 
 
 def json_body(model: type[BaseModel], *, wrap_list: bool = False) -> Callable[[Handler], Handler]:

@@ -1,29 +1,94 @@
-"""`flagproxy demo`: starts both parts with sample flags, prints how to use them, stops cleanly on Ctrl-C."""
+"""`flagproxy demo`: starts both parts on a fresh SQLite file with sample flags, prints the URLs, the keys
+and three curl commands that show evaluation, and stops both cleanly on Ctrl-C. It is the README's first
+command."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
+from tests.demo.timing import wait_for_propagation
 from tests.server.harness import free_port
 
 READY_LINE = "Ctrl-C stops both."
+REFRESH_MS = 1000
+SAMPLE_FLAGS = {
+    "new-checkout", "beta-banner", "dark-mode", "premium-search", "checkout-upsell", "payments-kill-switch"
+}  # fmt: skip
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
-def _get(url: str, key: str, body: dict | None = None) -> dict:
+def _call(url: str, key: str, body: dict | None = None) -> Any:
     data = None if body is None else orjson.dumps(body)
     request = urllib.request.Request(url, data=data, headers={"Authorization": key})
     if data is not None:
         request.add_header("Content-Type", "application/json")
-    with urllib.request.urlopen(request, timeout=10) as answer:
+    with urllib.request.urlopen(request, timeout=30) as answer:
         return orjson.loads(answer.read())
+
+
+def _curl_commands(text: str) -> list[str]:
+    """The printed curl commands, continuation lines joined."""
+    commands: list[str] = []
+    lines = iter(text.splitlines())
+    for line in lines:
+        if not line.strip().startswith("curl "):
+            continue
+        command = line.strip()
+        while command.endswith("\\"):
+            command = command[:-1] + " " + next(lines).strip()
+        commands.append(command)
+    return commands
+
+
+def _run_curl(command: str) -> bytes:
+    finished = subprocess.run(["bash", "-c", command + " --silent --show-error --fail"], capture_output=True)
+    assert finished.returncode == 0, (command, finished.stderr)
+    return finished.stdout
+
+
+def _read_until_ready(demo: subprocess.Popen[str]) -> str:
+    assert demo.stdout is not None
+    output = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        line = demo.stdout.readline()
+        if not line:
+            break
+        output.append(line)
+        if READY_LINE in line:
+            break
+    return "".join(output)
+
+
+def _field(text: str, label: str) -> str:
+    found = re.search(rf"^\s+{label}\s{{2,}}(\S+)", text, re.MULTILINE)
+    assert found, (label, text)
+    return found.group(1)
+
+
+def _check_samples(server: str, admin_token: str) -> None:
+    """The fresh database holds exactly the sample flags, with what the issue promises."""
+    listed = _call(f"{server}/api/admin/projects/default/features", admin_token)["features"]
+    assert {f["name"] for f in listed} == SAMPLE_FLAGS
+    strategies = [s for f in listed for s in f["environments"][0]["strategies"]]
+    rollouts = [int(s["parameters"]["rollout"]) for s in strategies if s["name"] == "flexibleRollout"]
+    assert any(rollout < 100 for rollout in rollouts)  # a gradual rollout
+    assert any(s["constraints"] for s in strategies)
+    assert any(s["segments"] for s in strategies)
+    assert len(_call(f"{server}/api/admin/segments", admin_token)["segments"]) >= 1
+    assert any(v.get("payload") for s in strategies for v in s["variants"])  # variants with payloads
+    assert any(f["dependencies"] for f in listed)
 
 
 @pytest.mark.slow
@@ -31,64 +96,59 @@ def test_demo_runs_both_parts_and_stops_on_ctrl_c() -> None:
     server_port, proxy_port = free_port(), free_port()
     demo = subprocess.Popen(
         [sys.executable, "-m", "flagproxy", "demo", "--server-port", str(server_port),
-         "--proxy-port", str(proxy_port)],
+         "--proxy-port", str(proxy_port), "--refresh-interval", str(REFRESH_MS)],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
+        start_new_session=True,  # its own process group, so Ctrl-C can be sent as a terminal sends it
     )  # fmt: skip
     try:
-        assert demo.stdout is not None
-        output = []
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            line = demo.stdout.readline()
-            if not line:
-                break
-            output.append(line)
-            if READY_LINE in line:
-                break
-        text = "".join(output)
+        text = _read_until_ready(demo)
         assert READY_LINE in text, text
-        key = re.search(r"proxy key\s+(\S+)", text).group(1)
-        admin = re.search(r"admin token\s+(\S+)", text).group(1)
-        assert text.count("curl ") == 3
-        proxy = f"http://127.0.0.1:{proxy_port}/proxy"
+        server, proxy = f"http://127.0.0.1:{server_port}", f"http://127.0.0.1:{proxy_port}"
+        assert _field(text, "flag server") == server and _field(text, "proxy") == f"{proxy}/proxy"
+        key, admin = _field(text, "proxy key"), _field(text, "admin token")
+        database = Path(_field(text, "database"))
+        assert database.is_file()
+        _check_samples(server, admin)
 
-        alice = {t["name"]: t for t in _get(f"{proxy}?userId=alice", key)["toggles"]}
+        show_alice, show_carol, turn_on = _curl_commands(text)
+        alice = {t["name"]: t for t in orjson.loads(_run_curl(show_alice))["toggles"]}
         assert "beta-banner" in alice and "payments-kill-switch" not in alice
         assert alice["dark-mode"]["variant"]["enabled"] is True
-        carol = _get(
-            proxy,
-            key,
-            {
-                "context": {
-                    "userId": "carol",
-                    "properties": {"plan": "premium", "country": "NO", "version": "2.1.0"},
-                }
-            },
-        )
+        carol = orjson.loads(_run_curl(show_carol))
         assert "premium-search" in {t["name"] for t in carol["toggles"]}
-        on = urllib.request.Request(
-            f"http://127.0.0.1:{server_port}/api/admin/projects/default/features/payments-kill-switch"
-            "/environments/development/on",
-            method="POST",
-            headers={"Authorization": admin},
-        )
-        with urllib.request.urlopen(on, timeout=10) as answer:
-            assert answer.status == 200
-        deadline = time.monotonic() + 5
-        while "payments-kill-switch" not in {t["name"] for t in _get(f"{proxy}?userId=x", key)["toggles"]}:
-            assert time.monotonic() < deadline, "the proxy never showed the change"
-            time.sleep(0.1)
 
-        demo.send_signal(signal.SIGINT)
-        assert demo.wait(timeout=30) == 0
+        started = time.monotonic()
+        assert _run_curl(turn_on) == b""
+        propagation = wait_for_propagation(
+            lambda: "payments-kill-switch" in {t["name"] for t in _call(f"{proxy}/proxy", key)["toggles"]},
+            also_time=lambda: _call(f"{server}/api/admin/projects/default/features", admin),
+            started=started,
+        )
+        propagation.assert_within_one_refresh(REFRESH_MS, "turning payments-kill-switch on")
+
+        os.killpg(demo.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+        assert demo.wait(timeout=60) == 0  # 0 only when the server and the proxy both stopped cleanly
     finally:
         if demo.poll() is None:
-            demo.kill()
-            demo.wait(timeout=10)
+            # Ask it to stop its children first: they run in sessions of their own, so a SIGKILL of the
+            # demo alone would leave them running.
+            demo.terminate()
+            try:
+                demo.wait(timeout=45)
+            except subprocess.TimeoutExpired:
+                demo.kill()
+                demo.wait(timeout=10)
         if demo.stdout is not None:
             demo.stdout.close()
     for port in (server_port, proxy_port):
         with pytest.raises(OSError):
             urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2)
+    assert not database.exists() and not database.parent.exists()
+
+
+def test_the_demo_is_the_readmes_first_command() -> None:
+    commands = [line.strip() for line in README.read_text().splitlines() if line.startswith("    ")]
+    assert commands, "the README shows no command"
+    assert commands[0].endswith("flagproxy demo"), commands[0]

@@ -22,6 +22,7 @@ from psycopg import sql
 ADMIN_TOKEN = "*:*.test-admin-secret"
 CLIENT_TOKEN = "*:development.test-client-secret"
 PROD_CLIENT_TOKEN = "*:production.test-client-prod-secret"
+DEFAULT_PROJECT_CLIENT_TOKEN = "default:development.test-client-default-project-secret"
 FRONTEND_TOKEN = "*:development.test-frontend-secret"
 POSTGRES_ADMIN_URL = os.environ.get(
     "FLAGPROXY_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -47,6 +48,23 @@ class Response:
     @property
     def error_name(self) -> str | None:
         return self.json().get("name") if self.body else None
+
+
+def assert_error(
+    answer: Response, status: int, name: str, field: str | None = None, *, context: object = None
+) -> dict[str, Any]:
+    """`answer` is SPEC.md's error record {id, name, message} with this status and name; a
+    ValidationError names the field at fault (`field`) in its message and in details[0].path.
+    `context` (say, the request) is shown when it is not."""
+    assert answer.status == status, (context, answer.status, answer.body)
+    assert answer.headers.get("content-type", "").startswith("application/json"), (context, answer.headers)
+    record = answer.json()
+    assert record["name"] == name, (context, record)
+    assert isinstance(record["id"], str) and record["id"], (context, record)
+    assert isinstance(record["message"], str) and record["message"], (context, record)
+    if field is not None:
+        assert f'"{field}"' in record["message"] and record["details"][0]["path"] == field, (context, record)
+    return record
 
 
 @dataclass
@@ -138,13 +156,15 @@ class Api:
 
 @dataclass
 class ServerProcess:
-    """`python -m flagproxy server` as a child process, stopped with SIGTERM."""
+    """`python -m flagproxy server` as a child process, stopped with SIGTERM. The port is given with
+    `--port`, or in the PORT environment variable when `port_from_env` is set."""
 
     env: dict[str, str]
     args: list[str] = field(default_factory=list)
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
     log_path: str | None = None
+    port_from_env: bool = False
 
     @property
     def url(self) -> str:
@@ -157,16 +177,12 @@ class ServerProcess:
         env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
         if "DATABASE_URL" not in self.env:
             env.pop("DATABASE_URL", None)  # an outer DATABASE_URL must not redirect a SQLite test
-        command = [
-            sys.executable,
-            "-m",
-            "flagproxy",
-            "server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-        ]
+        command = [sys.executable, "-m", "flagproxy", "server", "--host", "127.0.0.1"]
+        if self.port_from_env:
+            env["PORT"] = str(self.port)
+        else:
+            env.pop("PORT", None)
+            command += ["--port", str(self.port)]
         log = open(self.log_path or os.devnull, "wb")  # noqa: SIM115 - handed to the child
         self.process = subprocess.Popen([*command, *self.args], env=env, stdout=log, stderr=subprocess.STDOUT)
         log.close()
@@ -204,7 +220,7 @@ def terminate(process: subprocess.Popen, timeout: float = 15) -> int:
 def base_env(**extra: str) -> dict[str, str]:
     return {
         "INIT_ADMIN_API_TOKENS": ADMIN_TOKEN,
-        "INIT_CLIENT_API_TOKENS": f"{CLIENT_TOKEN},{PROD_CLIENT_TOKEN}",
+        "INIT_CLIENT_API_TOKENS": f"{CLIENT_TOKEN},{PROD_CLIENT_TOKEN},{DEFAULT_PROJECT_CLIENT_TOKEN}",
         "INIT_FRONTEND_API_TOKENS": FRONTEND_TOKEN,
         **extra,
     }

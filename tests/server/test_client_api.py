@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from tests.server.harness import CLIENT_TOKEN, PROD_CLIENT_TOKEN, Api, unique
+from tests.server.harness import (
+    CLIENT_TOKEN,
+    PROD_CLIENT_TOKEN,
+    Api,
+    ServerProcess,
+    assert_error,
+    base_env,
+    unique,
+)
 
 
 def _feature(payload: dict[str, Any], name: str) -> dict[str, Any]:
@@ -111,7 +121,9 @@ def test_project_scoped_token_and_query_filters(api: Api) -> None:
     assert [f["name"] for f in everything["features"]] == [mine]
     tagged = api.client_features(query="?tag=simple:team-x")
     assert [f["name"] for f in tagged["features"]] == [mine]
-    assert api.get("/api/client/features?tag=bad", token=CLIENT_TOKEN).status == 400
+    assert_error(
+        api.get("/api/client/features?tag=bad", token=CLIENT_TOKEN), 400, "ValidationError", "tag[0]"
+    )
 
 
 def test_archived_features_are_not_served(api: Api) -> None:
@@ -161,8 +173,8 @@ def test_metrics_set_last_seen_and_usage_counts(api: Api) -> None:
     assert usage["seenApplications"] == ["checkout-service"]
     invalid = api.post("/api/client/metrics", {"appName": "x", "bucket": {"toggles": {"f": {"yes": -1}}}},
                        token=CLIENT_TOKEN)  # fmt: skip
-    assert invalid.status == 400 and "bucket.toggles.f.yes" in invalid.json()["message"]
-    assert api.post("/api/client/metrics", metrics).status == 403  # admin token on the client API
+    assert_error(invalid, 400, "ValidationError", "bucket.toggles.f.yes")
+    assert_error(api.post("/api/client/metrics", metrics), 403, "NoAccessError")  # an admin token
 
 
 def test_register(api: Api) -> None:
@@ -181,7 +193,10 @@ def test_register(api: Api) -> None:
     registered = next(a for a in applications if a["appName"] == app_name)
     assert registered["instanceId"] == "i-9" and registered["strategies"] == ["default", "flexibleRollout"]
     assert registered["environment"] == "development"
-    assert api.post("/api/client/register", {"instanceId": "x"}, token=CLIENT_TOKEN).status == 400
+    missing = api.post("/api/client/register", {"instanceId": "x"}, token=CLIENT_TOKEN)
+    assert_error(missing, 400, "ValidationError", "appName")
+    not_a_number = api.post("/api/client/register", {"appName": "a", "interval": "x"}, token=CLIENT_TOKEN)
+    assert_error(not_a_number, 400, "ValidationError", "interval")
 
 
 def test_single_feature_route(api: Api) -> None:
@@ -189,4 +204,43 @@ def test_single_feature_route(api: Api) -> None:
     api.create_feature(name)
     answer = api.get(f"/api/client/features/{name}", token=CLIENT_TOKEN)
     assert answer.status == 200 and answer.json()["name"] == name
-    assert api.get(f"/api/client/features/{unique('nope')}", token=CLIENT_TOKEN).status == 404
+    assert_error(api.get(f"/api/client/features/{unique('nope')}", token=CLIENT_TOKEN), 404, "NotFoundError")
+
+
+def test_payload_bytes_are_built_once_per_data_change(
+    backend: str, backend_env: Callable[[str], dict[str, str]], tmp_path: Path
+) -> None:
+    # The server logs each build at debug level; the log is what shows how often bytes were built.
+    log = tmp_path / "server.log"
+    server = ServerProcess(base_env(**backend_env(backend), LOG_LEVEL="debug"), log_path=str(log)).start()
+    try:
+        api = server.api()
+
+        def builds() -> int:
+            return log.read_text().count("client features built")
+
+        def fetch(query: str = "", etag: str | None = None) -> str:
+            headers = {"If-None-Match": etag} if etag else {}
+            answer = api.get(f"/api/client/features{query}", token=CLIENT_TOKEN, headers=headers)
+            assert answer.status == (304 if etag else 200)
+            return answer.headers["etag"]
+
+        etag = fetch()
+        assert builds() == 1
+        for _ in range(3):
+            assert fetch() == etag
+        fetch(etag=etag)
+        assert builds() == 1  # the same query at the same data revision: the same bytes
+        fetch("?namePrefix=a")
+        assert builds() == 2  # another query has bytes of its own
+        # Changes that do not alter what is served leave the bytes as they are.
+        api.post("/api/admin/projects", {"id": unique("p"), "name": "P"})
+        api.post("/api/admin/api-tokens", {"tokenName": unique("t"), "type": "client"})
+        api.create_segment(unique("unused"), [])
+        assert fetch() == etag and builds() == 2
+        api.create_feature(unique("new"))
+        changed = fetch()
+        assert changed != etag and builds() == 3
+        assert fetch() == changed and builds() == 3
+    finally:
+        assert server.stop() == 0, log.read_text()

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
+from flagproxy.server.settings import ServerSettings
 from flagproxy.server.storage import revision
 from flagproxy.server.storage.database import open_database
 from flagproxy.server.storage.migrations import MIGRATIONS, migrate
-from tests.server.harness import ADMIN_TOKEN, CLIENT_TOKEN, ServerProcess, base_env, free_port, unique
+from tests.server.harness import (
+    ADMIN_TOKEN,
+    CLIENT_TOKEN,
+    ServerProcess,
+    base_env,
+    free_port,
+    terminate,
+    unique,
+)
 
 Fresh = Callable[[str], dict[str, str]]
 
@@ -78,6 +86,74 @@ def test_data_survives_a_restart(backend: str, backend_env: Fresh, tmp_path: Pat
         assert second.stop() == 0
 
 
+def _applied_versions(env: dict[str, str]) -> list[int]:
+    database = _database(env)
+    try:
+        with database.transaction(read_only=True) as tx:
+            return [
+                row["version"] for row in tx.all("SELECT version FROM schema_migrations ORDER BY version")
+            ]
+    finally:
+        database.close()
+
+
+def test_migrations_run_when_the_server_starts(backend: str, backend_env: Fresh, tmp_path: Path) -> None:
+    env = base_env(**backend_env(backend))
+    server = ServerProcess(env, log_path=str(tmp_path / "server.log")).start()
+    try:
+        assert _applied_versions(env) == [m.version for m in MIGRATIONS]
+        names = [e["name"] for e in server.api().get("/api/admin/environments").json()["environments"]]
+        assert names == ["development", "production"]
+        assert [p["id"] for p in server.api().get("/api/admin/projects").json()["projects"]] == ["default"]
+    finally:
+        assert server.stop() == 0
+
+
+def test_port_comes_from_the_port_variable(tmp_path: Path) -> None:
+    server = ServerProcess(
+        base_env(DATABASE_PATH=str(tmp_path / "flags.db")), port_from_env=True, log_path=str(tmp_path / "log")
+    ).start()  # start() waits for /health on the port PORT names
+    try:
+        assert server.api().get("/api/admin/projects").status == 200
+    finally:
+        assert server.stop() == 0
+
+
+def test_the_sqlite_file_is_where_the_settings_say(tmp_path: Path) -> None:
+    # DATABASE_URL unset: DATABASE_PATH, or --database, which wins; `sqlite:///path` works as a URL too.
+    cases = [
+        ({"DATABASE_PATH": str(tmp_path / "env" / "flags.db")}, [], tmp_path / "env" / "flags.db"),
+        ({"DATABASE_PATH": str(tmp_path / "ignored.db")}, ["--database", str(tmp_path / "flag.db")],
+         tmp_path / "flag.db"),
+        ({"DATABASE_URL": f"sqlite:///{tmp_path / 'url.db'}"}, [], tmp_path / "url.db"),
+    ]  # fmt: skip
+    for env, args, expected in cases:
+        name = unique("where")
+        server = ServerProcess(base_env(**env), args=args, log_path=str(tmp_path / "log")).start()
+        try:
+            server.api().create_feature(name)
+        finally:
+            assert server.stop() == 0
+        assert _applied_versions({"DATABASE_PATH": str(expected)}) == [m.version for m in MIGRATIONS]
+        database = _database({"DATABASE_PATH": str(expected)})
+        try:
+            with database.transaction(read_only=True) as tx:
+                assert tx.one("SELECT name FROM features WHERE name = ?", (name,)) is not None
+        finally:
+            database.close()
+    assert not (tmp_path / "ignored.db").exists()
+
+
+def test_default_settings() -> None:
+    # What `flagproxy server` uses with nothing set: port 4242 and the SQLite file flagproxy.db.
+    settings = ServerSettings.load({}, [])
+    assert (settings.port, settings.database_url, settings.database_path) == (4242, None, "flagproxy.db")
+    finished = subprocess.run(
+        [sys.executable, "-m", "flagproxy", "server", "--help"], capture_output=True, text=True, timeout=30
+    )
+    assert finished.returncode == 0 and "default 4242" in finished.stdout
+
+
 def _run_server(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "flagproxy", "server", *args],
@@ -117,8 +193,7 @@ def test_several_workers_share_one_database(backend: str, backend_env: Fresh, tm
     log = tmp_path / "workers.log"
     server = ServerProcess(env, args=["--workers", "2"], log_path=str(log)).start()
     try:
-        # /health answers as soon as one worker is up; wait for both (Sanic does not stop cleanly on a
-        # SIGTERM that arrives while a worker is still starting).
+        # /health answers as soon as one worker is up; wait for both, so both take requests below.
         deadline = time.monotonic() + 30
         while log.read_text().count("Worker ready") < 2:
             assert time.monotonic() < deadline, log.read_text()
@@ -133,7 +208,18 @@ def test_several_workers_share_one_database(backend: str, backend_env: Fresh, tm
         assert {f["name"] for f in api.client_features()["features"]} >= set(names)
     finally:
         exit_code = server.stop()
-    if exit_code != 0:
-        # Known bug, not yet fixed: under load a 2-worker Sanic server sometimes does not finish its SIGTERM
-        # shutdown within 15 s and is killed (-9). Reported in the session note; the sharing above still held.
-        pytest.xfail(f"multi-worker shutdown did not finish cleanly (exit {exit_code})")
+    assert exit_code == 0, log.read_text()  # SIGTERM right after the last worker is up: a clean stop
+
+
+def test_sigterm_while_workers_start_stops_the_server_cleanly(tmp_path: Path) -> None:
+    # Sanic's manager alone waits 30 s for startup acknowledgements that never come (flagproxy/serving.py).
+    log = tmp_path / "workers.log"
+    command = [sys.executable, "-m", "flagproxy", "server", "--port", str(free_port()), "--workers", "2"]
+    env = {**os.environ, **base_env(DATABASE_PATH=str(tmp_path / "flags.db"), LOG_LEVEL="info")}
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while "Starting worker" not in log.read_text():  # a worker is starting; none has acknowledged yet
+        assert time.monotonic() < deadline and process.poll() is None, log.read_text()
+        time.sleep(0.01)
+    assert terminate(process) == 0, log.read_text()

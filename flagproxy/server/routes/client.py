@@ -7,6 +7,8 @@ the projects (its scope beats the `project` query parameter, as in Unleash).
 
 from __future__ import annotations
 
+import logging
+
 import orjson
 from sanic import Blueprint, HTTPResponse, Request
 from sanic_ext import openapi
@@ -25,6 +27,7 @@ from flagproxy.server.tokens import ApiToken
 from flagproxy.server.validation import json_body
 
 bp = Blueprint("client", url_prefix="/api/client")
+log = logging.getLogger("flagproxy.server")
 
 # SDKs announcing client spec 4.2.0 or later understand segments by reference (Unleash's rule).
 SEGMENTS_BY_REFERENCE_SPEC = (4, 2)
@@ -68,6 +71,9 @@ def current_payload(request: Request, query: ClientQuery) -> ClientPayload:
             catalog = catalog_rows.load(tx)
     payload = build(catalog, query, latest)
     cache.put(query, payload, catalog)
+    log.debug(
+        "client features built: revision %d, query %s, %d bytes", latest, query.query_hash, len(payload.body)
+    )
     return payload
 
 

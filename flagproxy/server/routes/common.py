@@ -12,6 +12,7 @@ from sanic import HTTPResponse, Request
 from flagproxy.server.errors import NotFound, ValidationFailed
 from flagproxy.server.storage import features as feature_rows
 from flagproxy.server.storage import projects as project_rows
+from flagproxy.server.storage import revision
 from flagproxy.server.storage.database import Row, Tx
 
 
@@ -19,6 +20,11 @@ def json_response(data: Any, status: int = 200, headers: dict[str, str] | None =
     return HTTPResponse(
         orjson.dumps(data), status=status, headers=headers, content_type="application/json; charset=utf-8"
     )
+
+
+def created(data: Any, location: str) -> HTTPResponse:
+    """201 with the new resource and where it lives, as Unleash answers a create."""
+    return json_response(data, status=201, headers={"location": location})
 
 
 def empty(status: int = 200) -> HTTPResponse:
@@ -30,6 +36,15 @@ def transaction(request: Request) -> Iterator[Tx]:
     """The request's unit of work; GET requests only read, so they do not take SQLite's write lock."""
     with request.app.ctx.db.transaction(read_only=request.method in ("GET", "HEAD")) as tx:
         yield tx
+
+
+@contextmanager
+def changing(request: Request) -> Iterator[Tx]:
+    """A unit of work that alters what the client API serves: the data revision goes up when it commits,
+    so every worker and instance rebuilds its client payload (and proxies see a new ETag)."""
+    with transaction(request) as tx:
+        yield tx
+        revision.bump(tx)
 
 
 def require_project(tx: Tx, project_id: str) -> Row:
@@ -52,6 +67,15 @@ def require_feature(tx: Tx, project_id: str, name: str, *, archived: bool = Fals
     if feature is None or feature["project"] != project_id or (bool(feature["archived"]) and not archived):
         raise NotFound(f'There\'s no feature named "{name}" in project "{project_id}".')
     return feature
+
+
+def require_feature_environment(tx: Tx, project_id: str, name: str, environment: str) -> tuple[Row, Row]:
+    """The feature (not archived) and the environment of a `.../features/:name/environments/:env` path."""
+    feature = require_feature(tx, project_id, name)
+    env = project_rows.environment(tx, environment)
+    if env is None:
+        raise NotFound(f"Could not find environment {environment} for feature: {name}")
+    return feature, env
 
 
 def tag_filter(request: Request) -> tuple[tuple[str, str], ...]:

@@ -10,10 +10,16 @@ from sanic import Blueprint, HTTPResponse, Request
 from sanic_ext import openapi
 
 from flagproxy.server.errors import NameExists
-from flagproxy.server.routes.common import empty, json_response, require_environment, transaction
+from flagproxy.server.routes.common import (
+    changing,
+    created,
+    empty,
+    json_response,
+    require_environment,
+    transaction,
+)
 from flagproxy.server.schemas import CreateEnvironmentBody
 from flagproxy.server.storage import projects as project_rows
-from flagproxy.server.storage import revision
 from flagproxy.server.validation import json_body
 from flagproxy.server.views import environment_json
 
@@ -38,7 +44,7 @@ async def create_environment(request: Request, body: CreateEnvironmentBody) -> H
         if project_rows.environment(tx, body.name) is not None:
             raise NameExists(f"An environment named {body.name} already exists")
         row = project_rows.insert_environment(tx, body.name, body.type, body.sortOrder, body.enabled)
-    return json_response(environment_json(row), status=201, headers={"location": f"environments/{body.name}"})
+    return created(environment_json(row), f"environments/{body.name}")
 
 
 @bp.get("/<name>")
@@ -51,10 +57,9 @@ async def get_environment(request: Request, name: str) -> HTTPResponse:
 
 
 async def _switch(request: Request, name: str, enabled: bool) -> HTTPResponse:
-    with transaction(request) as tx:
+    with changing(request) as tx:
         require_environment(tx, name)
         project_rows.set_environment_enabled(tx, name, enabled)
-        revision.bump(tx)
     return empty(204)
 
 

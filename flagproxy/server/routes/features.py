@@ -13,17 +13,26 @@ from sanic_ext import openapi
 from flagproxy.server import authoring
 from flagproxy.server.errors import NameExists, NotFound, ValidationFailed
 from flagproxy.server.routes.common import (
+    changing,
+    created,
     empty,
     json_response,
     require_feature,
+    require_feature_environment,
     require_project,
     transaction,
 )
-from flagproxy.server.schemas import CreateFeatureBody, DependencyBody, UpdateFeatureBody, VariantList
+from flagproxy.server.routes.strategies import strategy_row
+from flagproxy.server.schemas import (
+    CreateFeatureBody,
+    DependencyBody,
+    StrategyBody,
+    UpdateFeatureBody,
+    VariantList,
+)
 from flagproxy.server.storage import catalog as catalog_rows
 from flagproxy.server.storage import features as feature_rows
 from flagproxy.server.storage import projects as project_rows
-from flagproxy.server.storage import revision
 from flagproxy.server.storage.database import Row, Tx
 from flagproxy.server.validation import json_body
 from flagproxy.server.views import feature_created_json, feature_environment_json, feature_json
@@ -39,12 +48,19 @@ def _full_feature(tx: Tx, name: str) -> dict[str, Any]:
     return feature_json(catalog, catalog.features[0])
 
 
+def _require_archived(tx: Tx, name: str) -> Row:
+    row = feature_rows.feature(tx, name)
+    if row is None or not row["archived"]:
+        raise NotFound(f"Could not find archived feature {name}")
+    return row
+
+
 @bp.post(FEATURES)
 @openapi.summary("Create a feature")
 @openapi.tag("Features")
 @json_body(CreateFeatureBody)
 async def create_feature(request: Request, project_id: str, body: CreateFeatureBody) -> HTTPResponse:
-    with transaction(request) as tx:
+    with changing(request) as tx:
         require_project(tx, project_id)
         if feature_rows.feature(tx, body.name) is not None:
             raise NameExists("A flag with that name already exists")
@@ -58,8 +74,7 @@ async def create_feature(request: Request, project_id: str, body: CreateFeatureB
         )
         for tag in body.tags or []:
             feature_rows.add_tag(tx, body.name, tag.type, tag.value)
-        revision.bump(tx)
-    return json_response(feature_created_json(row), status=201, headers={"location": f"features/{body.name}"})
+    return created(feature_created_json(row), f"features/{body.name}")
 
 
 @bp.get(FEATURE)
@@ -80,7 +95,7 @@ async def update_feature(
 ) -> HTTPResponse:
     if body.name is not None and body.name != name:
         raise ValidationFailed("name", "cannot rename a feature; the body's name must match the path")
-    with transaction(request) as tx:
+    with changing(request) as tx:
         require_feature(tx, project_id, name)
         changes: dict[str, Any] = {}
         given = body.model_fields_set
@@ -95,7 +110,6 @@ async def update_feature(
         feature_rows.update_feature(tx, name, changes)
         if body.archived:
             feature_rows.archive(tx, name)
-        revision.bump(tx)
         row = feature_rows.feature(tx, name)
     assert row is not None
     return json_response(feature_created_json(row))
@@ -105,10 +119,9 @@ async def update_feature(
 @openapi.summary("Archive a feature")
 @openapi.tag("Features")
 async def archive_feature(request: Request, project_id: str, name: str) -> HTTPResponse:
-    with transaction(request) as tx:
+    with changing(request) as tx:
         require_feature(tx, project_id, name)
         feature_rows.archive(tx, name)
-        revision.bump(tx)
     return empty(202)
 
 
@@ -126,12 +139,9 @@ async def archived_features(request: Request) -> HTTPResponse:
 @openapi.summary("Bring an archived feature back")
 @openapi.tag("Archive")
 async def revive_feature(request: Request, name: str) -> HTTPResponse:
-    with transaction(request) as tx:
-        row = feature_rows.feature(tx, name)
-        if row is None or not row["archived"]:
-            raise NotFound(f"Could not find archived feature {name}")
+    with changing(request) as tx:
+        _require_archived(tx, name)
         feature_rows.revive(tx, name)
-        revision.bump(tx)
     return empty(200)
 
 
@@ -139,24 +149,13 @@ async def revive_feature(request: Request, name: str) -> HTTPResponse:
 @openapi.summary("Delete an archived feature for good")
 @openapi.tag("Archive")
 async def delete_archived(request: Request, name: str) -> HTTPResponse:
-    with transaction(request) as tx:
-        row = feature_rows.feature(tx, name)
-        if row is None or not row["archived"]:
-            raise NotFound(f"Could not find archived feature {name}")
+    with changing(request) as tx:
+        _require_archived(tx, name)
         feature_rows.delete_feature(tx, name)
-        revision.bump(tx)
     return empty(200)
 
 
 # --- feature environments ---------------------------------------------------------------------------
-
-
-def _feature_and_environment(tx: Tx, project_id: str, name: str, environment: str) -> tuple[Row, Row]:
-    feature = require_feature(tx, project_id, name)
-    env = project_rows.environment(tx, environment)
-    if env is None:
-        raise NotFound(f"Could not find environment {environment} for feature: {name}")
-    return feature, env
 
 
 @bp.get(FEATURE_ENV)
@@ -166,7 +165,7 @@ async def get_feature_environment(
     request: Request, project_id: str, name: str, environment: str
 ) -> HTTPResponse:
     with transaction(request) as tx:
-        feature, env = _feature_and_environment(tx, project_id, name, environment)
+        feature, env = require_feature_environment(tx, project_id, name, environment)
         catalog = catalog_rows.load(tx, feature_name=name)
     return json_response(feature_environment_json(catalog, feature, env))
 
@@ -174,31 +173,16 @@ async def get_feature_environment(
 async def _switch(
     request: Request, project_id: str, name: str, environment: str, enabled: bool
 ) -> HTTPResponse:
-    with transaction(request) as tx:
-        _, env = _feature_and_environment(tx, project_id, name, environment)
+    with changing(request) as tx:
+        feature, env = require_feature_environment(tx, project_id, name, environment)
         if enabled and not feature_rows.strategies_of(tx, name, environment):
             # As Unleash: turning on a flag without strategies gives it a 100% rollout, so "on" means on.
-            feature_rows.save_strategy(
-                tx,
-                {
-                    "id": str(uuid.uuid4()),
-                    "feature_name": name,
-                    "environment": environment,
-                    "name": "flexibleRollout",
-                    "title": None,
-                    "disabled": False,
-                    "sort_order": 0,
-                    "parameters": {"rollout": "100", "stickiness": "default", "groupId": name},
-                    "constraints": [],
-                    "variants": [],
-                    "segments": [],
-                },
-                insert=True,
-            )
+            full_rollout = StrategyBody(name="flexibleRollout")
+            row = strategy_row(tx, full_rollout, feature, environment, str(uuid.uuid4()))
+            feature_rows.save_strategy(tx, row, insert=True)
         feature_rows.set_enabled(tx, name, environment, enabled)
         if enabled and env["type"] != "production":
             feature_rows.enter_stage(tx, name, "pre-live")
-        revision.bump(tx)
     return empty(200)
 
 
@@ -224,7 +208,7 @@ async def feature_off(request: Request, project_id: str, name: str, environment:
 @openapi.tag("Variants")
 async def get_variants(request: Request, project_id: str, name: str, environment: str) -> HTTPResponse:
     with transaction(request) as tx:
-        _feature_and_environment(tx, project_id, name, environment)
+        require_feature_environment(tx, project_id, name, environment)
         state = feature_rows.feature_environment(tx, name, environment)
     return json_response({"version": 1, "variants": orjson.loads(state["variants"]) if state else []})
 
@@ -237,10 +221,9 @@ async def put_variants(
     request: Request, project_id: str, name: str, environment: str, body: VariantList
 ) -> HTTPResponse:
     variants = authoring.variants(body.variants)
-    with transaction(request) as tx:
-        _feature_and_environment(tx, project_id, name, environment)
+    with changing(request) as tx:
+        require_feature_environment(tx, project_id, name, environment)
         feature_rows.set_variants(tx, name, environment, variants)
-        revision.bump(tx)
     return json_response({"version": 1, "variants": variants})
 
 
@@ -252,11 +235,10 @@ async def put_variants_everywhere(
     request: Request, project_id: str, name: str, body: VariantList
 ) -> HTTPResponse:
     variants = authoring.variants(body.variants)
-    with transaction(request) as tx:
+    with changing(request) as tx:
         require_feature(tx, project_id, name)
         for env in project_rows.environments(tx):
             feature_rows.set_variants(tx, name, env["name"], variants)
-        revision.bump(tx)
     return json_response({"version": 1, "variants": variants})
 
 
@@ -268,7 +250,7 @@ async def put_variants_everywhere(
 @openapi.tag("Dependencies")
 @json_body(DependencyBody)
 async def add_dependency(request: Request, project_id: str, name: str, body: DependencyBody) -> HTTPResponse:
-    with transaction(request) as tx:
+    with changing(request) as tx:
         require_feature(tx, project_id, name)
         parent = feature_rows.feature(tx, body.feature)
         if parent is None or parent["archived"] or parent["project"] != project_id:
@@ -282,7 +264,6 @@ async def add_dependency(request: Request, project_id: str, name: str, body: Dep
             raise ValidationFailed("feature", f"{name!r} is a parent of other features")
         variants = list(body.variants) if body.enabled else []
         feature_rows.set_dependency(tx, name, body.feature, body.enabled, variants)
-        revision.bump(tx)
     return json_response({"feature": body.feature, "enabled": body.enabled, "variants": variants})
 
 
@@ -290,11 +271,10 @@ async def add_dependency(request: Request, project_id: str, name: str, body: Dep
 @openapi.summary("Remove one dependency")
 @openapi.tag("Dependencies")
 async def remove_dependency(request: Request, project_id: str, name: str, parent: str) -> HTTPResponse:
-    with transaction(request) as tx:
+    with changing(request) as tx:
         require_feature(tx, project_id, name)
         if not feature_rows.remove_dependencies(tx, name, parent):
             raise NotFound(f"{name} does not depend on {parent}")
-        revision.bump(tx)
     return empty(200)
 
 
@@ -302,8 +282,7 @@ async def remove_dependency(request: Request, project_id: str, name: str, parent
 @openapi.summary("Remove every dependency of a feature")
 @openapi.tag("Dependencies")
 async def remove_dependencies(request: Request, project_id: str, name: str) -> HTTPResponse:
-    with transaction(request) as tx:
+    with changing(request) as tx:
         require_feature(tx, project_id, name)
         feature_rows.remove_dependencies(tx, name)
-        revision.bump(tx)
     return empty(200)

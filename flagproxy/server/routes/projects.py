@@ -5,8 +5,8 @@ from __future__ import annotations
 from sanic import Blueprint, HTTPResponse, Request
 from sanic_ext import openapi
 
-from flagproxy.server.errors import NameExists, NotFound
-from flagproxy.server.routes.common import json_response, tag_filter, transaction
+from flagproxy.server.errors import NameExists
+from flagproxy.server.routes.common import created, json_response, require_project, tag_filter, transaction
 from flagproxy.server.schemas import CreateProjectBody
 from flagproxy.server.storage import catalog as catalog_rows
 from flagproxy.server.storage import projects as project_rows
@@ -34,7 +34,7 @@ async def create_project(request: Request, body: CreateProjectBody) -> HTTPRespo
         if project_rows.project(tx, body.id) is not None:
             raise NameExists(f"A project with id {body.id} already exists")
         row = project_rows.insert_project(tx, body.id, body.name, body.description)
-    return json_response(project_json(row), status=201, headers={"location": f"projects/{body.id}"})
+    return created(project_json(row), f"projects/{body.id}")
 
 
 @bp.get("/<project_id>")
@@ -42,9 +42,7 @@ async def create_project(request: Request, body: CreateProjectBody) -> HTTPRespo
 @openapi.tag("Projects")
 async def get_project(request: Request, project_id: str) -> HTTPResponse:
     with transaction(request) as tx:
-        row = project_rows.project(tx, project_id)
-    if row is None:
-        raise NotFound(f"Active project with id {project_id} does not exist")
+        row = require_project(tx, project_id)
     return json_response(project_json(row))
 
 

@@ -1,5 +1,10 @@
 """Segments: create, list, read, delete, and SPEC.md's `PUT /api/admin/segments/:id` where fields left out
-of the body stay as they are (204; 400, 401, 403, 409, 415; an unknown id is 404)."""
+of the body stay as they are.
+
+SPEC.md lists every status that PUT may answer: 204; 400, 401, 403, 409, 415. So an id that names no
+segment is a 400 ValidationError naming `id` there (as Unleash answers an id that is not a number), while
+GET and DELETE, which SPEC.md does not define, answer it with Unleash's 404.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +15,9 @@ from sanic_ext import openapi
 
 from flagproxy.server import authoring
 from flagproxy.server.errors import NameExists, NotFound, ValidationFailed
-from flagproxy.server.routes.common import empty, json_response, transaction
+from flagproxy.server.routes.common import changing, created, empty, json_response, transaction
 from flagproxy.server.schemas import SegmentBody, SegmentUpdateBody
 from flagproxy.server.storage import projects as project_rows
-from flagproxy.server.storage import revision
 from flagproxy.server.storage import segments as segment_rows
 from flagproxy.server.storage.catalog import decode_segment
 from flagproxy.server.storage.database import Tx
@@ -23,12 +27,19 @@ from flagproxy.server.views import segment_json
 bp = Blueprint("segments", url_prefix="/api/admin/segments")
 
 
+def _segment(tx: Tx, segment_id: str) -> dict[str, Any] | None:
+    # SPEC.md types the path id as a string: one that is not a number (ASCII digits) names no segment.
+    if not (segment_id.isascii() and segment_id.isdigit() and len(segment_id) < 19):
+        return None
+    row = segment_rows.segment(tx, int(segment_id))
+    return None if row is None else decode_segment(row)
+
+
 def _require(tx: Tx, segment_id: str) -> dict[str, Any]:
-    # SPEC.md types the path id as a string: one that is not a number names no segment.
-    row = segment_rows.segment(tx, int(segment_id)) if segment_id.isdigit() and len(segment_id) < 19 else None
-    if row is None:
+    segment = _segment(tx, segment_id)
+    if segment is None:
         raise NotFound(f'No segment exists with ID "{segment_id}"')
-    return decode_segment(row)
+    return segment
 
 
 def _check_project(tx: Tx, project: str | None) -> None:
@@ -61,7 +72,7 @@ async def create_segment(request: Request, body: SegmentBody) -> HTTPResponse:
             tx, name=body.name, description=body.description, project=body.project, constraints=constraints
         )
     segment = decode_segment(row)
-    return json_response(segment_json(segment), status=201, headers={"location": f"segments/{segment['id']}"})
+    return created(segment_json(segment), f"segments/{segment['id']}")
 
 
 @bp.get("/<segment_id>")
@@ -75,6 +86,7 @@ async def get_segment(request: Request, segment_id: str) -> HTTPResponse:
 
 @bp.put("/<segment_id>")
 @openapi.summary("Update a segment; fields left out stay unchanged (204; 400, 401, 403, 409, 415)")
+@openapi.description("An id that names no segment is a 400 ValidationError naming `id`.")
 @openapi.tag("Segments")
 @openapi.response(204, description="updated")
 @json_body(SegmentUpdateBody)
@@ -86,8 +98,10 @@ async def update_segment(request: Request, segment_id: str, body: SegmentUpdateB
     changes: dict[str, Any] = {}
     if "constraints" in given and body.constraints is not None:
         changes["constraints"] = authoring.constraints(body.constraints)
-    with transaction(request) as tx:
-        segment = _require(tx, segment_id)
+    with changing(request) as tx:
+        segment = _segment(tx, segment_id)
+        if segment is None:
+            raise ValidationFailed("id", f"no segment has the id {segment_id!r}")
         if "name" in given and body.name != segment["name"]:
             if segment_rows.by_name(tx, body.name or "") is not None:
                 raise NameExists("Segment name already exists")
@@ -108,7 +122,6 @@ async def update_segment(request: Request, segment_id: str, body: SegmentUpdateB
                     )
             changes["project"] = body.project
         segment_rows.update(tx, segment["id"], changes)
-        revision.bump(tx)
     return empty(204)
 
 
@@ -116,7 +129,7 @@ async def update_segment(request: Request, segment_id: str, body: SegmentUpdateB
 @openapi.summary("Delete a segment that no strategy uses")
 @openapi.tag("Segments")
 async def delete_segment(request: Request, segment_id: str) -> HTTPResponse:
-    with transaction(request) as tx:
+    with changing(request) as tx:
         segment = _require(tx, segment_id)
         users = segment_rows.usage(tx).get(segment["id"], [])
         if users:
@@ -126,5 +139,4 @@ async def delete_segment(request: Request, segment_id: str) -> HTTPResponse:
                 + "; remove it there first"
             )
         segment_rows.delete(tx, segment["id"])
-        revision.bump(tx)
     return empty(200)

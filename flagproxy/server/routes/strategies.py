@@ -10,11 +10,15 @@ from sanic_ext import openapi
 
 from flagproxy.server import authoring
 from flagproxy.server.errors import NotFound, ValidationFailed
-from flagproxy.server.routes.common import empty, json_response, require_feature, transaction
+from flagproxy.server.routes.common import (
+    changing,
+    empty,
+    json_response,
+    require_feature_environment,
+    transaction,
+)
 from flagproxy.server.schemas import StrategyBody
 from flagproxy.server.storage import features as feature_rows
-from flagproxy.server.storage import projects as project_rows
-from flagproxy.server.storage import revision
 from flagproxy.server.storage import segments as segment_rows
 from flagproxy.server.storage.catalog import decode_strategy
 from flagproxy.server.storage.database import Row, Tx
@@ -23,16 +27,11 @@ from flagproxy.server.views import strategy_json
 
 bp = Blueprint("strategies")
 STRATEGIES = "/api/admin/projects/<project_id>/features/<name>/environments/<environment>/strategies"
+STRATEGY = STRATEGIES + "/<strategy_id>"
 
 
-def _check_place(tx: Tx, project_id: str, name: str, environment: str) -> Row:
-    feature = require_feature(tx, project_id, name)
-    if project_rows.environment(tx, environment) is None:
-        raise NotFound(f"Could not find environment {environment} for feature: {name}")
-    return feature
-
-
-def _strategy_row(tx: Tx, body: StrategyBody, feature: Row, environment: str, strategy_id: str) -> dict:
+def strategy_row(tx: Tx, body: StrategyBody, feature: Row, environment: str, strategy_id: str) -> dict:
+    """The stored form of a strategy body, checked against what exists (strategy type, segments)."""
     if body.name not in authoring.BUILT_IN_STRATEGIES:
         raise ValidationFailed("name", f"Could not find strategy type with name {body.name}")
     for index, segment_id in enumerate(body.segments):
@@ -67,11 +66,15 @@ def _strategy_row(tx: Tx, body: StrategyBody, feature: Row, environment: str, st
     }
 
 
-def _require_strategy(tx: Tx, name: str, environment: str, strategy_id: str) -> dict[str, Any]:
+def _require_strategy(
+    tx: Tx, project_id: str, name: str, environment: str, strategy_id: str
+) -> tuple[Row, dict[str, Any]]:
+    """The feature and the decoded strategy a `.../strategies/:strategyId` path names."""
+    feature, _ = require_feature_environment(tx, project_id, name, environment)
     row = feature_rows.strategy(tx, strategy_id)
     if row is None or row["feature_name"] != name or row["environment"] != environment:
         raise NotFound(f"Could not find strategy with id {strategy_id}")
-    return decode_strategy(row)
+    return feature, decode_strategy(row)
 
 
 @bp.post(STRATEGIES)
@@ -81,11 +84,10 @@ def _require_strategy(tx: Tx, name: str, environment: str, strategy_id: str) -> 
 async def add_strategy(
     request: Request, project_id: str, name: str, environment: str, body: StrategyBody
 ) -> HTTPResponse:
-    with transaction(request) as tx:
-        feature = _check_place(tx, project_id, name, environment)
-        row = _strategy_row(tx, body, feature, environment, str(uuid.uuid4()))
+    with changing(request) as tx:
+        feature, _ = require_feature_environment(tx, project_id, name, environment)
+        row = strategy_row(tx, body, feature, environment, str(uuid.uuid4()))
         feature_rows.save_strategy(tx, row, insert=True)
-        revision.bump(tx)
     return json_response(strategy_json(row))
 
 
@@ -94,50 +96,45 @@ async def add_strategy(
 @openapi.tag("Strategies")
 async def list_strategies(request: Request, project_id: str, name: str, environment: str) -> HTTPResponse:
     with transaction(request) as tx:
-        _check_place(tx, project_id, name, environment)
+        require_feature_environment(tx, project_id, name, environment)
         rows = feature_rows.strategies_of(tx, name, environment)
     return json_response([strategy_json(decode_strategy(row)) for row in rows])
 
 
-@bp.get(STRATEGIES + "/<strategy_id>")
+@bp.get(STRATEGY)
 @openapi.summary("Read one strategy")
 @openapi.tag("Strategies")
 async def get_strategy(
     request: Request, project_id: str, name: str, environment: str, strategy_id: str
 ) -> HTTPResponse:
     with transaction(request) as tx:
-        _check_place(tx, project_id, name, environment)
-        strategy = _require_strategy(tx, name, environment, strategy_id)
+        _, strategy = _require_strategy(tx, project_id, name, environment, strategy_id)
     return json_response(strategy_json(strategy))
 
 
-@bp.put(STRATEGIES + "/<strategy_id>")
+@bp.put(STRATEGY)
 @openapi.summary("Replace one strategy")
 @openapi.tag("Strategies")
 @json_body(StrategyBody)
 async def replace_strategy(
     request: Request, project_id: str, name: str, environment: str, strategy_id: str, body: StrategyBody
 ) -> HTTPResponse:
-    with transaction(request) as tx:
-        feature = _check_place(tx, project_id, name, environment)
-        current = _require_strategy(tx, name, environment, strategy_id)
+    with changing(request) as tx:
+        feature, current = _require_strategy(tx, project_id, name, environment, strategy_id)
         if body.sortOrder is None:
             body = body.model_copy(update={"sortOrder": current["sort_order"]})
-        row = _strategy_row(tx, body, feature, environment, strategy_id)
+        row = strategy_row(tx, body, feature, environment, strategy_id)
         feature_rows.save_strategy(tx, row, insert=False)
-        revision.bump(tx)
     return json_response(strategy_json(row))
 
 
-@bp.delete(STRATEGIES + "/<strategy_id>")
+@bp.delete(STRATEGY)
 @openapi.summary("Delete one strategy")
 @openapi.tag("Strategies")
 async def delete_strategy(
     request: Request, project_id: str, name: str, environment: str, strategy_id: str
 ) -> HTTPResponse:
-    with transaction(request) as tx:
-        _check_place(tx, project_id, name, environment)
-        _require_strategy(tx, name, environment, strategy_id)
+    with changing(request) as tx:
+        _require_strategy(tx, project_id, name, environment, strategy_id)
         feature_rows.delete_strategy(tx, strategy_id)
-        revision.bump(tx)
     return empty(200)

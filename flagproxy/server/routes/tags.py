@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from urllib.parse import unquote
+
 from sanic import Blueprint, HTTPResponse, Request
 from sanic_ext import openapi
 
 from flagproxy.server.errors import NotFound
-from flagproxy.server.routes.common import empty, json_response, transaction
+from flagproxy.server.routes.common import changing, created, empty, json_response, transaction
 from flagproxy.server.schemas import TagBody
 from flagproxy.server.storage import features as feature_rows
-from flagproxy.server.storage import revision
 from flagproxy.server.storage.database import Tx
 from flagproxy.server.validation import json_body
 
@@ -38,21 +39,22 @@ async def list_tags(request: Request, name: str) -> HTTPResponse:
 @openapi.tag("Tags")
 @json_body(TagBody)
 async def add_tag(request: Request, name: str, body: TagBody) -> HTTPResponse:
-    with transaction(request) as tx:
+    with changing(request) as tx:  # tags filter what the client API serves
         _require(tx, name)
         feature_rows.add_tag(tx, name, body.type, body.value)
-        revision.bump(tx)  # tags filter what the client API serves
-    return json_response(
-        {"value": body.value, "type": body.type}, status=201, headers={"location": f"{name}/tags"}
-    )
+    return created({"value": body.value, "type": body.type}, f"{name}/tags")
 
 
 @bp.delete("/<tag_type>/<value>")
-@openapi.summary("Remove a tag from a feature")
+@openapi.summary("Remove a tag from a feature (type and value percent-encoded)")
 @openapi.tag("Tags")
 async def remove_tag(request: Request, name: str, tag_type: str, value: str) -> HTTPResponse:
-    with transaction(request) as tx:
+    # Tag types and values may hold any character (spaces, slashes), so they arrive percent-encoded;
+    # Sanic hands path parameters over undecoded.
+    tag_type, value = unquote(tag_type), unquote(value)
+    with changing(request) as tx:
         _require(tx, name)
-        feature_rows.remove_tag(tx, name, tag_type, value)
-        revision.bump(tx)
+        # No stored tag holds a NUL (bodies with one are refused), and PostgreSQL cannot even compare one.
+        if "\x00" not in tag_type + value:
+            feature_rows.remove_tag(tx, name, tag_type, value)
     return empty(200)

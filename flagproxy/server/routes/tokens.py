@@ -9,7 +9,7 @@ from sanic_ext import openapi
 
 from flagproxy.server.clock import now_iso, to_iso
 from flagproxy.server.errors import NotFound, ValidationFailed
-from flagproxy.server.routes.common import empty, json_response, transaction
+from flagproxy.server.routes.common import created, empty, json_response, transaction
 from flagproxy.server.schemas import CreateTokenBody
 from flagproxy.server.storage import projects as project_rows
 from flagproxy.server.storage import tokens as token_rows
@@ -63,7 +63,7 @@ async def create_token(request: Request, body: CreateTokenBody) -> HTTPResponse:
             expires_at=to_iso(body.expiresAt) if body.expiresAt else None,
         )
         token_rows.insert(tx, token)
-    return json_response(token.to_json(), status=201, headers={"location": "api-tokens"})
+    return created(token.to_json(), "api-tokens")
 
 
 @bp.delete("/<secret:path>")

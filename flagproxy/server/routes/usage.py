@@ -23,7 +23,7 @@ bp = Blueprint("usage")
 @openapi.tag("Metrics")
 async def feature_usage(request: Request, name: str) -> HTTPResponse:
     text = request.args.get("hoursBack", "24")
-    if not text.isdigit() or not 1 <= int(text) <= 168:
+    if not (text.isascii() and text.isdigit() and len(text) <= 3) or not 1 <= int(text) <= 168:
         raise ValidationFailed("hoursBack", "must be a whole number of hours from 1 to 168")
     since = hour_bucket(datetime.now(UTC) - timedelta(hours=int(text) - 1))
     with transaction(request) as tx:

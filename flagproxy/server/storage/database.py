@@ -47,6 +47,17 @@ class Tx:
         row = self.one(sql, params)
         return None if row is None else next(iter(row.values()))
 
+    def update(self, table: str, where: tuple[str, Any], changes: dict[str, Any], allowed: set[str]) -> None:
+        """`UPDATE table SET <changes> WHERE column = value`. Table and column names are fixed by the
+        caller, never user input; `allowed` keeps anything else out of the statement."""
+        columns = [column for column in changes if column in allowed]
+        if not columns:
+            return
+        assignments = ", ".join(f"{column} = ?" for column in columns)
+        key_column, key = where
+        values = [changes[column] for column in columns]
+        self.execute(f"UPDATE {table} SET {assignments} WHERE {key_column} = ?", [*values, key])
+
 
 class Database:
     """What the stores need from a backend."""

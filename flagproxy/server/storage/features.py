@@ -38,13 +38,8 @@ def insert_feature(
 
 
 def update_feature(tx: Tx, name: str, changes: dict[str, Any]) -> None:
-    """`changes` maps column names (a fixed set, never user input) to new values."""
-    allowed = {"type", "description", "stale", "impression_data"}
-    columns = [column for column in changes if column in allowed]
-    if not columns:
-        return
-    assignments = ", ".join(f"{column} = ?" for column in columns)
-    tx.execute(f"UPDATE features SET {assignments} WHERE name = ?", [changes[c] for c in columns] + [name])
+    """`changes` maps column names to new values."""
+    tx.update("features", ("name", name), changes, {"type", "description", "stale", "impression_data"})
 
 
 def archive(tx: Tx, name: str) -> None:

@@ -36,14 +36,10 @@ def insert(
 
 
 def update(tx: Tx, segment_id: int, changes: dict[str, Any]) -> None:
-    """`changes` maps column names (a fixed set, never user input) to new values."""
-    allowed = {"name", "description", "project", "constraints"}
-    columns = [column for column in changes if column in allowed]
-    if not columns:
-        return
-    values = [orjson.dumps(changes[c]).decode() if c == "constraints" else changes[c] for c in columns]
-    assignments = ", ".join(f"{column} = ?" for column in columns)
-    tx.execute(f"UPDATE segments SET {assignments} WHERE id = ?", [*values, segment_id])
+    """`changes` maps column names to new values (constraints as a list)."""
+    if "constraints" in changes:
+        changes = {**changes, "constraints": orjson.dumps(changes["constraints"]).decode()}
+    tx.update("segments", ("id", segment_id), changes, {"name", "description", "project", "constraints"})
 
 
 def delete(tx: Tx, segment_id: int) -> None:

@@ -8,6 +8,9 @@ import orjson
 
 from flagproxy.server.storage.database import Row, Tx
 
+# Counts stop growing at the largest BIGINT instead of failing the report that would overflow it.
+MAX_COUNT = 2**63 - 1
+
 
 def register_application(tx: Tx, application: dict[str, Any], seen_at: str) -> None:
     tx.execute(
@@ -63,18 +66,23 @@ def add_usage(
     # SQLite's BEGIN IMMEDIATE already serialises writers; PostgreSQL needs the row lock for the merge.
     lock = " FOR UPDATE" if tx.dialect == "postgres" else ""
     row = tx.one(
-        "SELECT variants FROM feature_usage WHERE feature_name = ? AND environment = ? AND app_name = ?"
-        " AND hour = ?" + lock,
+        "SELECT yes, no, variants FROM feature_usage WHERE feature_name = ? AND environment = ?"
+        " AND app_name = ? AND hour = ?" + lock,
         key,
     )
     assert row is not None
     merged: dict[str, int] = orjson.loads(row["variants"])
     for name, count in variants.items():
-        merged[name] = merged.get(name, 0) + count
+        merged[name] = min(MAX_COUNT, merged.get(name, 0) + count)
     tx.execute(
-        "UPDATE feature_usage SET yes = yes + ?, no = no + ?, variants = ? WHERE feature_name = ?"
-        " AND environment = ? AND app_name = ? AND hour = ?",
-        (yes, no, orjson.dumps(merged).decode(), feature, environment, app_name, hour),
+        "UPDATE feature_usage SET yes = ?, no = ?, variants = ? WHERE feature_name = ? AND environment = ?"
+        " AND app_name = ? AND hour = ?",
+        (
+            min(MAX_COUNT, int(row["yes"]) + yes),
+            min(MAX_COUNT, int(row["no"]) + no),
+            orjson.dumps(merged).decode(),
+            *key,
+        ),
     )
 
 
