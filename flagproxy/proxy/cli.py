@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
 from functools import partial
-from typing import Any
+from typing import Any, NoReturn
 
 from flagproxy.proxy.settings import OPTIONS, OPTIONS_BY_KEY, ConfigError, ProxySettings
 
@@ -18,29 +19,53 @@ def _flag(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad flag is one line (not the whole usage), like every other start-up error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see --help)\n")
+
+
+def _workers(raw: str) -> int:
+    if not raw.strip().isdigit() or int(raw) < 1:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number of at least 1")
+    return int(raw)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="flagproxy proxy",
         description="Run the Unleash-compatible evaluation proxy. Flags win over environment variables; "
         "SPEC.md's variable names win over the Node proxy's UNLEASH_* aliases.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--workers", type=int, default=1, metavar="N", help="number of worker processes (default: 1)"
+        "--workers", type=_workers, default=1, metavar="N", help="number of worker processes (default: 1)"
     )
     for option in OPTIONS:
         if not option.env:
-            continue  # keyword-only (logger, storageProvider)
+            continue  # keyword-only (logger, storageProvider): listed in the epilog
         names = ", ".join(option.env)
         aliases = f"; alias {', '.join(option.aliases)}" if option.aliases else ""
-        help_text = f"{option.help} [env {names}{aliases}; default: {option.default_text()}]"
+        spec = f"option {option.spec}; " if option.spec != "(none)" else ""
+        help_text = f"{option.help} [{spec}env {names}{aliases}; default: {option.default_text()}]"
         kwargs: dict[str, Any] = {"dest": option.key, "default": None, "help": help_text}
         if option.kind == "bool":
             kwargs.update(nargs="?", const="true", metavar="BOOL")
         else:
             kwargs["metavar"] = option.env[0]
         parser.add_argument(_flag(option.key), **kwargs)
-    parser.epilog = "keyword-only options of create_app(): " + ", ".join(o.key for o in OPTIONS if not o.env)
+    keyword_only = [
+        f"  {o.key} ({o.spec}): {o.help} [default: {o.default_text()}]" for o in OPTIONS if not o.env
+    ]
+    parser.epilog = "\n".join(
+        [
+            "options without a flag or variable, for create_app() / ProxySettings.load() only:",
+            *keyword_only,
+            "There SPEC.md's camelCase names work too, and cors, httpOptions, expBootstrap and",
+            "expServerSideSdkConfig may be nested objects: create_app(cors={'origin': [...]}, ...).",
+        ]
+    )
     return parser
 
 
@@ -53,10 +78,28 @@ def main(argv: list[str]) -> int:
     except ConfigError as error:
         print(f"flagproxy proxy: {error}", file=sys.stderr)
         return 2
-    if args.workers < 1:
-        print("flagproxy proxy: --workers: must be at least 1", file=sys.stderr)
+    problem = _cannot_listen(settings.host, settings.port)
+    if problem:
+        print(f"flagproxy proxy: {problem}", file=sys.stderr)
         return 2
     return serve(settings, options, args.workers)
+
+
+def _cannot_listen(host: str, port: int) -> str | None:
+    """Why the proxy could not listen there (port in use, unknown host), or None. Sanic would say it with a
+    traceback; a later bind can still lose a race, but the common mistakes become one line here."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as error:
+        return f"PROXY_HOST: cannot listen on {host!r}: {error.strerror or error}"
+    family, kind, proto, _, address = infos[0]
+    try:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Sanic binds
+            probe.bind(address)
+    except OSError as error:
+        return f"PORT: cannot listen on {host}:{port}: {error.strerror or error}"
+    return None
 
 
 def _worker_app(options: dict[str, Any]) -> Any:
@@ -67,10 +110,10 @@ def _worker_app(options: dict[str, Any]) -> Any:
 
 
 def serve(settings: ProxySettings, options: dict[str, Any], workers: int) -> int:
-    from sanic import Sanic
     from sanic.worker.loader import AppLoader
 
     from flagproxy.proxy.logger import make_logger
+    from flagproxy.serving import serve as run_workers
 
     logger = make_logger(settings.logger, settings.log_level, settings.use_json_logger)
     for warning in settings.warnings:
@@ -86,8 +129,5 @@ def serve(settings: ProxySettings, options: dict[str, Any], workers: int) -> int
         single_process=workers == 1,
     )
     logger.info(f"flagproxy proxy is listening on {settings.host}:{settings.port}")
-    if workers == 1:
-        Sanic.serve_single(primary=app)
-    else:
-        Sanic.serve(primary=app, app_loader=loader)
+    run_workers(app, loader, workers)
     return 0
