@@ -31,6 +31,7 @@ from flagproxy.proxy.errors import ClientError, parse_error, type_error
 from flagproxy.proxy.etag import none_match, weak_etag
 from flagproxy.proxy.logger import make_logger
 from flagproxy.proxy.openapi import build_openapi
+from flagproxy.proxy.response_cache import ResponseCache
 from flagproxy.proxy.schemas import check_metrics, check_register
 from flagproxy.proxy.settings import ProxySettings
 from flagproxy.proxy.store import SnapshotStore
@@ -41,6 +42,7 @@ from flagproxy.sync.service import SyncService
 from flagproxy.sync.upstream import UpstreamConfig
 
 BODY_LIMIT = 102400  # bytes, the Node proxy's (body-parser's) 100 kB
+HEADER_LIMIT = 16384  # request line + headers, Node's --max-http-header-size: GET contexts live there
 _app_numbers = itertools.count(1)
 Handler = Callable[[Request], Awaitable[HTTPResponse]]
 
@@ -77,6 +79,7 @@ class _ProxyApp:
         app.config.AUTO_EXTEND = False  # keep sanic-ext's per-request machinery off every route
         app.config.KEEP_ALIVE_TIMEOUT = 5
         app.config.REQUEST_MAX_SIZE = BODY_LIMIT
+        app.config.REQUEST_MAX_HEADER_SIZE = HEADER_LIMIT
         app.config.ACCESS_LOG = s.log_level == "debug"
         app.config.NOISY_EXCEPTIONS = False
         app.ctx.proxy = self
@@ -85,6 +88,8 @@ class _ProxyApp:
         app.ctx.collector = self.collector
         self.app = app
         self.routes: dict[tuple[str, str], Handler] = {}
+        self.response_caches: list[ResponseCache | None] = []
+        self._answer = self._make_answer()
         self._add_routes()
         app.error_handler.add(NotFound, self._fallback)
         app.error_handler.add(MethodNotAllowed, self._fallback)
@@ -170,7 +175,7 @@ class _ProxyApp:
     def _fixed(self, request: Request, status: int, body: bytes, content_type: str) -> HTTPResponse:
         cors = self._cors(request)
         headers = {**cors, "ETag": r.ETAGS[body], "Vary": _vary(cors), "Keep-Alive": r.KEEP_ALIVE}
-        return HTTPResponse(body, status=status, headers=headers, content_type=content_type)
+        return r.DatedResponse(body, status=status, headers=headers, content_type=content_type)
 
     def _not_ready(self, request: Request) -> HTTPResponse:
         return self._fixed(request, 503, r.NOT_READY, r.HTML)
@@ -181,49 +186,23 @@ class _ProxyApp:
     def _json_error(self, request: Request, status: int, body: bytes) -> HTTPResponse:
         cors = self._cors(request)
         headers = {**cors, "ETag": weak_etag(body), "Vary": _vary(cors), "Keep-Alive": r.KEEP_ALIVE}
-        return HTTPResponse(body, status=status, headers=headers, content_type=r.JSON)
+        return r.DatedResponse(body, status=status, headers=headers, content_type=r.JSON)
 
     def _client_error(self, request: Request, error: ClientError) -> HTTPResponse:
         return self._json_error(request, error.status, error.body)
-
-    def _cached_json(self, request: Request, body: bytes, etag: str, conditional: bool) -> HTTPResponse:
-        """200 with Cache-control and ETag, or 304 when a GET/HEAD's If-None-Match matches."""
-        cors = self._cors(request)
-        headers = request.headers
-        if conditional and none_match(headers.get("if-none-match"), etag) and not _no_cache(request):
-            return HTTPResponse(
-                status=304,
-                headers={**cors, "Cache-control": r.CACHE_CONTROL, "ETag": etag, "Keep-Alive": r.KEEP_ALIVE},
-            )
-        return HTTPResponse(
-            body,
-            headers={
-                **cors,
-                "Cache-control": r.CACHE_CONTROL,
-                "ETag": etag,
-                "Vary": _vary(cors),
-                "Keep-Alive": r.KEEP_ALIVE,
-            },
-            content_type=r.JSON,
-        )
 
     # ---- context ------------------------------------------------------------------------------------
 
     def _make_context_finisher(self) -> Callable[[dict[str, Any], Request], Awaitable[dict[str, Any]]]:
         s = self.settings
-        trust = s.trust_proxy
+        remote_address = self._remote_address
         forced_environment = s.environment
         app_name = s.service_app_name
         enrichers = s.exp_custom_enrichers
 
         async def finish(context: dict[str, Any], request: Request) -> dict[str, Any]:
             if "remoteAddress" not in context:
-                socket_address = request.ip
-                context["remoteAddress"] = (
-                    client_address(socket_address, request.headers.get("x-forwarded-for"), trust)
-                    if trust.enabled
-                    else socket_address
-                )
+                context["remoteAddress"] = remote_address(request)
             if enrichers:
                 context = await enrich(context, enrichers)
             if forced_environment is not None:
@@ -238,73 +217,102 @@ class _ProxyApp:
 
     # ---- toggle routes (hot) ------------------------------------------------------------------------
 
-    def _make_get_toggles(self, include_disabled: bool) -> Handler:
+    def _make_answer(self) -> Callable[[Request, bytes, str, bool], HTTPResponse]:
+        """200 with the toggle headers, or 304 when a GET/HEAD's If-None-Match matches; headers encoded
+        once per app when CORS does not depend on the request's Origin."""
+
+        def encoded(cors: dict[str, str]) -> tuple[r.EncodedHeaders, r.EncodedHeaders]:
+            ok = {**cors, "Cache-control": r.CACHE_CONTROL, "Vary": _vary(cors), "Keep-Alive": r.KEEP_ALIVE}
+            not_modified = {**cors, "Cache-control": r.CACHE_CONTROL, "Keep-Alive": r.KEEP_ALIVE}
+            return r.encode_headers({**ok, "Content-Type": r.JSON}), r.encode_headers(not_modified)
+
+        cors = self.cors
+        fixed = encoded(cors.actual(None)) if cors.origin_list is None else None
+
+        def answer(request: Request, body: bytes, etag: str, conditional: bool) -> HTTPResponse:
+            ok, not_modified = fixed or encoded(cors.actual(request.headers.get("origin")))
+            etag_header = (b"ETag", etag.encode("ascii"))
+            if conditional:
+                if_none_match = request.headers.get("if-none-match")
+                if if_none_match and none_match(if_none_match, etag) and not _no_cache(request):
+                    return r.PreparedResponse(b"", (*not_modified, etag_header), 304)
+            return r.PreparedResponse(body, (*ok, etag_header))
+
+        return answer
+
+    def _make_toggles(
+        self,
+        include_disabled: bool,
+        read: Callable[[Request], Any],
+        parse: Callable[[Any], tuple[list[str] | None, dict[str, Any]]],
+        conditional: bool,
+    ) -> Handler:
+        """One toggle route: `read` gives the raw input (415 on a wrong content type), `parse` the toggle
+        names and the context (400). Checks run in the Node proxy's order: 503, 415, 400, 401, 501."""
         store = self.store
         client_keys = self.client_keys
         key_header = self.settings.client_keys_header_name
-        all_enabled = self.settings.enable_all_endpoint
+        disabled = include_disabled and not self.settings.enable_all_endpoint
         finish = self._make_context_finisher()
-        cached_json = self._cached_json
+        collector = self.collector  # its bucket is swapped at every flush: look it up per request
+        answer = self._answer
+        remote_address = self._remote_address
+        # Enrichers are arbitrary code (they may read the clock): their answers are never reused.
+        cache = None if self.settings.exp_custom_enrichers else ResponseCache()
+        self.response_caches.append(cache)
 
-        async def get_toggles(request: Request) -> HTTPResponse:
+        async def toggles(request: Request) -> HTTPResponse:
             snapshot = store.current
             if snapshot is None:
                 return self._not_ready(request)
             try:
-                context = query_context(request.query_string)
+                raw = read(request)
             except ClientError as error:
                 return self._client_error(request, error)
+            key = (raw, remote_address(request)) if snapshot.reads_remote_address else raw
+            hit = cache.get(snapshot, key) if cache is not None else None
+            if hit is None:
+                try:
+                    names, context = parse(raw)
+                except ClientError as error:
+                    return self._client_error(request, error)
             if not client_keys.accepts(request.headers.get(key_header)):
                 return self._unauthorized(request)
-            if include_disabled and not all_enabled:
+            if hit is not None:
+                if hit.outcomes is not None:
+                    collector.counts.count_outcomes(hit.outcomes)
+                return answer(request, hit.body, hit.etag, conditional)
+            if disabled:
                 return self._fixed(request, 501, r.ALL_DISABLED, r.HTML)
             try:
                 context = await finish(context, request)
             except EnricherError as error:
                 return self._enricher_failed(request, error)
-            body, _deterministic = snapshot.evaluate_all_body(context, include_disabled)
-            return cached_json(request, body, weak_etag(body), True)
+            outcomes = None
+            if names is None:
+                body, valid_in = snapshot.evaluate_all_body(context, include_disabled)
+            else:
+                body, valid_in, outcomes = snapshot.evaluate_named_body(context, names)
+                collector.counts.count_outcomes(outcomes)
+            etag = weak_etag(body)
+            if cache is not None:
+                cache.put(snapshot, key, body, etag, outcomes, valid_in)
+            return answer(request, body, etag, conditional)
 
-        return get_toggles
+        return toggles
+
+    def _make_get_toggles(self, include_disabled: bool) -> Handler:
+        return self._make_toggles(include_disabled, _query_string, _parse_query, conditional=True)
 
     def _make_post_toggles(self, include_disabled: bool) -> Handler:
-        store = self.store
-        client_keys = self.client_keys
-        key_header = self.settings.client_keys_header_name
-        all_enabled = self.settings.enable_all_endpoint
-        finish = self._make_context_finisher()
-        collector = self.collector
-        cached_json = self._cached_json
+        # POST answers are never 304 (Express's `fresh` only applies to GET and HEAD).
+        return self._make_toggles(include_disabled, _json_body, _parse_post, conditional=False)
 
-        async def post_toggles(request: Request) -> HTTPResponse:
-            snapshot = store.current
-            if snapshot is None:
-                return self._not_ready(request)
-            try:
-                body = _read_json(request)
-                if not isinstance(body, dict):
-                    raise type_error("/body", "#/components/schemas/lookupTogglesSchema", "object")
-                names = parse_toggles(body)
-                context = body_context(body)
-            except ClientError as error:
-                return self._client_error(request, error)
-            if not client_keys.accepts(request.headers.get(key_header)):
-                return self._unauthorized(request)
-            if include_disabled and not all_enabled:
-                return self._fixed(request, 501, r.ALL_DISABLED, r.HTML)
-            try:
-                context = await finish(context, request)
-            except EnricherError as error:
-                return self._enricher_failed(request, error)
-            if names is None:
-                payload, _deterministic = snapshot.evaluate_all_body(context, include_disabled)
-            else:
-                payload, _deterministic, outcomes = snapshot.evaluate_named_body(context, names)
-                collector.counts.count_outcomes(outcomes)
-            # POST answers are never 304 (Express's `fresh` only applies to GET and HEAD).
-            return cached_json(request, payload, weak_etag(payload), False)
-
-        return post_toggles
+    def _remote_address(self, request: Request) -> str:
+        trust = self.settings.trust_proxy
+        if trust.enabled:
+            return client_address(request.ip, request.headers.get("x-forwarded-for"), trust)
+        return request.ip
 
     def _enricher_failed(self, request: Request, error: EnricherError) -> HTTPResponse:
         self.logger.error(f"A custom context enricher failed: {error}")
@@ -348,14 +356,14 @@ class _ProxyApp:
             return self._not_ready(request)
         if not self.server_keys.accepts(request.headers.get(self.settings.client_keys_header_name)):
             return self._unauthorized(request)
-        return self._cached_json(request, snapshot.features_body, snapshot.features_etag, True)
+        return self._answer(request, snapshot.features_body, snapshot.features_etag, True)
 
     async def _health(self, request: Request) -> HTTPResponse:
         if not self.store.ready:
             return self._not_ready(request)
         response = self._fixed(request, 200, r.HEALTH_OK, r.HTML)
         if none_match(request.headers.get("if-none-match"), r.ETAGS[r.HEALTH_OK]):
-            return HTTPResponse(status=304, headers={**self._cors(request), "ETag": r.ETAGS[r.HEALTH_OK]})
+            return r.DatedResponse(status=304, headers={**self._cors(request), "ETag": r.ETAGS[r.HEALTH_OK]})
         return response
 
     async def _prometheus(self, request: Request) -> HTTPResponse:
@@ -375,7 +383,7 @@ class _ProxyApp:
             "unleash_proxy_up 1\n"
         ).encode()
         cors = self._cors(request)
-        return HTTPResponse(
+        return r.DatedResponse(
             body,
             headers={**cors, "ETag": weak_etag(body), "Vary": _vary(cors), "Keep-Alive": r.KEEP_ALIVE},
             content_type="text/plain; charset=utf-8; version=0.0.4",
@@ -385,12 +393,12 @@ class _ProxyApp:
         if not self.store.ready:
             return self._not_ready(request)
         # The Node proxy mounts /docs before its CORS middleware: no CORS headers here either.
-        return HTTPResponse(self.openapi_body, content_type=r.JSON, headers={"Keep-Alive": r.KEEP_ALIVE})
+        return r.DatedResponse(self.openapi_body, content_type=r.JSON, headers={"Keep-Alive": r.KEEP_ALIVE})
 
     async def _openapi_page(self, request: Request) -> HTTPResponse:
         if not self.store.ready:
             return self._not_ready(request)
-        return HTTPResponse(self.docs_body, content_type=r.HTML, headers={"Keep-Alive": r.KEEP_ALIVE})
+        return r.DatedResponse(self.docs_body, content_type=r.HTML, headers={"Keep-Alive": r.KEEP_ALIVE})
 
     # ---- everything else ----------------------------------------------------------------------------
 
@@ -412,7 +420,7 @@ class _ProxyApp:
             request.headers.get("origin"), request.headers.get("access-control-request-headers")
         )
         if not self.cors.preflight_continue:
-            return HTTPResponse(
+            return r.DatedResponse(
                 status=self.cors.success_status,
                 headers={**preflight, "Keep-Alive": r.KEEP_ALIVE},
             )
@@ -429,7 +437,7 @@ class _ProxyApp:
             "Vary": f"{vary}, Accept-Encoding" if vary else "Accept-Encoding",
             "Keep-Alive": r.KEEP_ALIVE,
         }
-        return HTTPResponse(body, status=200, headers=headers, content_type=r.HTML)
+        return r.DatedResponse(body, status=200, headers=headers, content_type=r.HTML)
 
     def _not_found(self, request: Request, cors: dict[str, str]) -> HTTPResponse:
         cors = {**(cors or self._cors(request))}
@@ -441,23 +449,26 @@ class _ProxyApp:
             "Vary": f"{vary}, Accept-Encoding" if vary else "Accept-Encoding",
             "Keep-Alive": r.KEEP_ALIVE,
         }
-        return HTTPResponse(body, status=404, headers=headers, content_type=r.HTML)
+        return r.DatedResponse(body, status=404, headers=headers, content_type=r.HTML)
 
     async def _too_large(self, request: Request, exception: Exception) -> HTTPResponse:
         if not self.store.ready:
             return self._not_ready(request)
+        if "header" in str(exception):
+            # Request line + headers over HEADER_LIMIT: Node answers 431 with no body, and so do we.
+            return r.DatedResponse(status=431, headers={"Connection": "close"})
         return self._json_error(request, 413, orjson.dumps({"error": "request entity too large"}))
 
     async def _bad_http(self, request: Request, exception: Exception) -> HTTPResponse:
         if request is not None and not self.store.ready:
             return self._not_ready(request)
         body = orjson.dumps({"error": f"Bad request: {exception}"})
-        return HTTPResponse(body, status=400, content_type=r.JSON)
+        return r.DatedResponse(body, status=400, content_type=r.JSON)
 
     async def _unexpected(self, request: Request, exception: Exception) -> HTTPResponse:
         self.logger.error(f"Unexpected error on {request.method} {request.path}: {exception!r}")
         body = orjson.dumps(r.whoops(str(exception)))
-        return HTTPResponse(body, status=500, content_type=r.JSON)
+        return r.DatedResponse(body, status=500, content_type=r.JSON)
 
 
 def _vary(cors: dict[str, str]) -> str:
@@ -470,8 +481,34 @@ def _no_cache(request: Request) -> bool:
     return cache_control is not None and "no-cache" in cache_control
 
 
+def _query_string(request: Request) -> str:
+    return request.query_string
+
+
+def _parse_query(query: str) -> tuple[None, dict[str, Any]]:
+    return None, query_context(query)
+
+
+def _json_body(request: Request) -> bytes:
+    """The raw body of a JSON request (415 for another content type); parsed later, unless cached."""
+    _check_content_type(request)
+    return request.body
+
+
+def _parse_post(raw: bytes) -> tuple[list[str] | None, dict[str, Any]]:
+    body = _parse_json(raw)
+    if not isinstance(body, dict):
+        raise type_error("/body", "#/components/schemas/lookupTogglesSchema", "object")
+    return parse_toggles(body), body_context(body)
+
+
 def _read_json(request: Request) -> Any:
     """The request body as JSON, checked as the Node proxy checks it (415, then 400); empty → {}."""
+    _check_content_type(request)
+    return _parse_json(request.body)
+
+
+def _check_content_type(request: Request) -> None:
     headers = request.headers
     if "content-length" in headers or "transfer-encoding" in headers:
         content_type = headers.get("content-type")
@@ -486,7 +523,9 @@ def _read_json(request: Request) -> Any:
                 charset = value.strip().strip('"').lower()
                 if name.strip().lower() == "charset" and charset not in ("utf-8", "utf8"):
                     raise ClientError(415, {"error": f'unsupported charset "{charset.upper()}"'})
-    raw = request.body
+
+
+def _parse_json(raw: bytes) -> Any:
     if not raw or not raw.strip():
         return {}
     try:

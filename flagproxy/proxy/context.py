@@ -153,11 +153,12 @@ def normalise_time(value: str) -> str | None:
     """An ISO 8601 time as UTC `YYYY-MM-DDTHH:MM:SS.mmmZ` (the form a JS Date prints), or None."""
     try:
         parsed = dt.datetime.fromisoformat(value.strip())
-    except ValueError:
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=dt.UTC)
+        in_utc = parsed.astimezone(dt.UTC)
+    except (ValueError, OverflowError):  # OverflowError: 0001-01-01T00:00+01:00 is before year 1 in UTC
         return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.UTC)
-    return parsed.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return in_utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def parse_toggles(body: dict[str, Any]) -> list[str] | None:

@@ -21,6 +21,7 @@ import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
 
@@ -38,15 +39,18 @@ class Option:
     env: tuple[str, ...]  # SPEC.md env names, in priority order (no warning between them)
     aliases: tuple[str, ...]  # the Node proxy's UNLEASH_* names (warning when shadowed)
     default: Any
-    kind: str  # str, secret, list, int, bool, level, tags, trust, base_path, origin, path, object
+    kind: str  # str, secret, list, int, bool, level, tags, trust, base_path, origin, path, proxy_url, object
     help: str
     required: bool = False
+    default_label: str | None = None  # how --help and docs/proxy.md say the default, when not str(default)
 
     @property
     def label(self) -> str:
         return self.env[0] if self.env else self.key
 
     def default_text(self) -> str:
+        if self.default_label is not None:
+            return self.default_label
         if self.required:
             return "required"
         if self.default is None:
@@ -85,8 +89,8 @@ class TrustProxy:
         return any(ip.version == net.version and ip in net for net in self.networks)
 
 
-def _opt(key, spec, env, aliases, default, kind, help_, required=False) -> Option:
-    return Option(key, spec, tuple(env), tuple(aliases), default, kind, help_, required)
+def _opt(key, spec, env, aliases, default, kind, help_, required=False, default_label=None) -> Option:
+    return Option(key, spec, tuple(env), tuple(aliases), default, kind, help_, required, default_label)
 
 
 # The table that --help, docs/proxy.md and the loader all follow. Order = SPEC.md's tables.
@@ -113,7 +117,7 @@ OPTIONS: tuple[Option, ...] = (
          "application name sent upstream and the default appName of the context"),
     _opt("service_instance_id", "serviceInstanceId", ["SERVICE_INSTANCE_ID"], ["UNLEASH_INSTANCE_ID"],
          None, "str",
-         "instance id sent upstream (default: <os user>-<hostname>)"),
+         "instance id sent upstream", default_label="generated: <os user>-<hostname>"),
     _opt("refresh_interval", "refreshInterval", ["SERVICE_FETCH_INTERVAL"], ["UNLEASH_FETCH_INTERVAL"],
          5000, "int",
          "upstream polling interval, ms (> 0)"),
@@ -127,7 +131,8 @@ OPTIONS: tuple[Option, ...] = (
     _opt("project_name", "projectName", ["SERVICE_PROJECT_NAME"], ["UNLEASH_PROJECT_NAME"], None, "str",
          "only this project's features (?project= on polls)"),
     _opt("logger", "logger", [], [], None, "object",
-         "custom logger object with debug/info/warn/error/fatal methods (keyword only)"),
+         "custom logger object with debug/info/warn/error/fatal methods (keyword only)",
+         default_label="SimpleLogger (stdout)"),
     _opt("use_json_logger", "useJsonLogger", ["JSON_LOGGER"], [], False, "bool",
          "default logger writes one JSON object a line; no effect with a custom logger"),
     _opt("log_level", "logLevel", ["LOG_LEVEL"], [], "warn", "level",
@@ -147,7 +152,8 @@ OPTIONS: tuple[Option, ...] = (
          "authorization", "str",
          "request header that carries the client key"),
     _opt("storage_provider", "storageProvider", [], [], None, "object",
-         "object with get(key)/set(key, payload) for the last good payload (default: a file in $TMPDIR)"),
+         "object with get(key)/set(key, payload) keeping the last good payload (keyword only)",
+         default_label="a file: $TMPDIR/flagproxy-backup-<serviceAppName>.json"),
     _opt("enable_oas", "enableOAS", ["ENABLE_OAS"], [], False, "bool",
          "serve /docs/openapi.json and the /docs/openapi page"),
     _opt("enable_all_endpoint", "enableAllEndpoint", ["ENABLE_ALL_ENDPOINT"], [], False, "bool",
@@ -173,9 +179,9 @@ OPTIONS: tuple[Option, ...] = (
          ["HTTP_OPTIONS_REJECT_UNAUTHORIZED"], [],
          True, "bool",
          "reject upstream TLS connections with invalid certificates"),
-    _opt("http_proxy", "(none)", ["HTTP_PROXY", "http_proxy"], [], None, "str",
+    _opt("http_proxy", "(none)", ["HTTP_PROXY", "http_proxy"], [], None, "proxy_url",
          "proxy server for upstream http:// requests (NO_PROXY honoured)"),
-    _opt("https_proxy", "(none)", ["HTTPS_PROXY", "https_proxy"], [], None, "str",
+    _opt("https_proxy", "(none)", ["HTTPS_PROXY", "https_proxy"], [], None, "proxy_url",
          "proxy server for upstream https:// requests (NO_PROXY honoured)"),
     _opt("exp_bootstrap_url", "expBootstrap.url", ["EXP_BOOTSTRAP_URL"], [], None, "str",
          "experimental: URL of a features document that makes the proxy ready before the upstream answers"),
@@ -325,9 +331,9 @@ class _Loader:
             raise ConfigError("You must specify the clientKeys option (SERVICE_PROXY_CLIENT_KEYS)")
         if not values["client_keys"]:
             self.warnings.append("proxySecrets / SERVICE_PROXY_SECRETS is deprecated; use clientKeys")
-        if not re.match(r"^https?://", values["service_url"]):
+        if not _is_http_url(values["service_url"]):
             raise ConfigError(f"SERVICE_URL: {values['service_url']!r} is not an http:// or https:// URL")
-        if values["exp_bootstrap_url"] and not re.match(r"^https?://", values["exp_bootstrap_url"]):
+        if values["exp_bootstrap_url"] and not _is_http_url(values["exp_bootstrap_url"]):
             raise ConfigError(f"EXP_BOOTSTRAP_URL: {values['exp_bootstrap_url']!r} is not an http(s) URL")
         self.check_range("port", values, 1, 65535)
         self.check_range("refresh_interval", values, 1, None)
@@ -429,6 +435,8 @@ class _Loader:
             return raw.strip() if "," not in raw else origins
         if kind == "path":
             return self.load_file(option, label, raw)
+        if kind == "proxy_url":
+            return _parse_proxy_url(label, raw)
         raise ConfigError(f"{label}: cannot be set from a string")
 
     def load_file(self, option: Option, label: str, path: str) -> tuple[Any, ...]:
@@ -484,6 +492,26 @@ def _parse_bool(label: str, raw: str) -> bool:
     raise ConfigError(f"{label}: {raw!r} is not a boolean (true or false)")
 
 
+def _is_http_url(url: str) -> bool:
+    """http(s)://host[:port][/path]: what every upstream request needs (checked at start, not per poll)."""
+    try:
+        parts = urlsplit(url.strip())
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
+    except ValueError:
+        return False
+    return parts.scheme.lower() in ("http", "https") and bool(parts.hostname)
+
+
+def _parse_proxy_url(label: str, raw: str) -> str:
+    """An HTTP(S) proxy address; `host:port` without a scheme means http://, as curl reads it."""
+    url = raw.strip()
+    if "://" not in url:
+        url = "http://" + url
+    if not _is_http_url(url):
+        raise ConfigError(f"{label}: {raw!r} is not an http:// or https:// proxy address")
+    return url
+
+
 def _parse_tag(label: str, raw: str) -> tuple[str, str]:
     name, sep, value = raw.strip().partition(":")
     if not sep or not name.strip() or not value.strip():
@@ -508,6 +536,12 @@ def _parse_trust(label: str, raw: str) -> TrustProxy:
         if part.lower() in _TRUST_NAMES:
             networks += [ipaddress.ip_network(n, strict=False) for n in _TRUST_NAMES[part.lower()]]
             continue
+        if part.isdigit():
+            # Express reads TRUST_PROXY=1 as the address 0.0.0.1 (trust is silently off); say so instead.
+            raise ConfigError(
+                f"{label}: {part!r} is a number; hop counts are not supported: list the proxies' addresses "
+                "or CIDR ranges, or use true"
+            )
         try:
             networks.append(ipaddress.ip_network(part, strict=False))
         except ValueError:

@@ -8,14 +8,20 @@ and its ETag.
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
 
+from flagproxy.evaluator import CACHE_NEVER, CACHE_SNAPSHOT
 from flagproxy.proxy.etag import weak_etag
 from flagproxy.snapshot import compile_snapshot
+
+# How long an answer stays true (`valid_in`), re-exported for the response cache: the store is the proxy's
+# one door to the engine.
+__all__ = ["CACHE_NEVER", "CACHE_SNAPSHOT", "ServedSnapshot", "SnapshotStore"]
 
 
 class ServedSnapshot:
@@ -28,6 +34,7 @@ class ServedSnapshot:
         "features_etag",
         "names",
         "payload",
+        "reads_remote_address",
         "revision",
         "snapshot",
         "source",
@@ -49,6 +56,23 @@ class ServedSnapshot:
             document["segments"] = state["segments"]
         self.features_body = orjson.dumps(document)
         self.features_etag = weak_etag(self.features_body)
+        # Whether an answer can depend on the caller's address (a remoteAddress strategy, constraint or
+        # stickiness): if not, the response cache need not key on it. A plain scan of the document is
+        # conservative (a flag merely named so also counts) and costs nothing per request.
+        self.reads_remote_address = b"remoteAddress" in self.features_body
+
+
+def _freeze_long_lived_objects() -> None:
+    """Keep the snapshot's objects out of the cyclic garbage collector's full passes.
+
+    A 5000-flag snapshot is some 200,000 tracked objects; every full (oldest-generation) collection walks
+    them all — over 100 ms with the worker stalled, every request in flight waiting. They never form cycles
+    (a replaced snapshot is freed by reference counting alone; tests/proxy checks it), so moving them to the
+    permanent generation loses nothing. The young generations are collected first so that little of what
+    is transient gets frozen with them.
+    """
+    gc.collect(1)
+    gc.freeze()
 
 
 class SnapshotStore:
@@ -74,6 +98,7 @@ class SnapshotStore:
         self.revision += 1
         served = ServedSnapshot(snapshot, payload, self.revision, source)
         self.current = served
+        _freeze_long_lived_objects()
         self.last_update_ms = self.last_fetch_ms = int(time.time() * 1000)
         return served
 

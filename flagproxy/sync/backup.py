@@ -33,6 +33,7 @@ class FileStorageProvider:
 
     def set(self, key: str, payload: Any) -> None:
         path = self.path(key)
+        os.makedirs(self.directory, exist_ok=True)
         fd, temporary = tempfile.mkstemp(prefix=".flagproxy-backup-", dir=self.directory)
         try:
             with os.fdopen(fd, "wb") as file:

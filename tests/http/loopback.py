@@ -63,9 +63,12 @@ def fetch(
     headers: dict[str, str] | None = None,
     body: bytes | str | None = None,
     timeout: float = 5,
+    source: str | None = None,
 ) -> tuple[int, dict[str, str], bytes]:
-    """One request on a fresh connection; headers come back with lower-case names."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    """One request on a fresh connection; headers come back with lower-case names. `source` picks the
+    caller's loopback address (any of 127.0.0.0/8 reaches a server on 127.0.0.1)."""
+    source_address = (source, 0) if source else None
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout, source_address=source_address)
     try:
         conn.request(method, path, body=body, headers=headers or {})
         response = conn.getresponse()
@@ -157,13 +160,75 @@ class StubUpstream:
         raise AssertionError(f"upstream got {len(self.received(path))} requests to {path}, wanted {count}")
 
 
-class RunningProxy:
-    def __init__(self, loop: LoopThread, settings: ProxySettings, upstream: StubUpstream | None) -> None:
+class ConnectProxy:
+    """An HTTPS proxy on loopback: it only tunnels (`CONNECT host:port`) and records every target.
+
+    `hosts` maps names to addresses, so a test can use a name that only the proxy can resolve: a request
+    that reaches the target at all went through here.
+    """
+
+    def __init__(self, loop: LoopThread, hosts: dict[str, str] | None = None) -> None:
         self.loop = loop
-        self.settings = settings
+        self.hosts = hosts or {}
+        self.targets: list[str] = []
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server: asyncio.Server | None = None
+        loop.run(self._start())
+
+    async def _start(self) -> None:
+        self.server = await asyncio.start_server(self._tunnel, "127.0.0.1", self.port)
+
+    async def _tunnel(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            method, target, _ = head.split(b"\r\n", 1)[0].decode().split(" ", 2)
+            if method != "CONNECT":
+                writer.write(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
+                return
+            self.targets.append(target)
+            host, _, port = target.rpartition(":")
+            upstream_reader, upstream_writer = await asyncio.open_connection(
+                self.hosts.get(host, host), int(port)
+            )
+            writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+            await writer.drain()
+
+            async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+                try:
+                    while data := await source.read(65536):
+                        sink.write(data)
+                        await sink.drain()
+                finally:
+                    sink.close()
+
+            await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
+        except (OSError, asyncio.IncompleteReadError, ValueError):
+            pass
+        finally:
+            writer.close()
+
+    async def _stop(self) -> None:
+        assert self.server is not None
+        self.server.close()
+        await self.server.wait_closed()
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.loop.run(self._stop())
+            self.server = None
+
+
+class RunningProxy:
+    def __init__(
+        self, loop: LoopThread, settings: ProxySettings | None, upstream: StubUpstream | None, app: Any = None
+    ) -> None:
+        """Serve `create_app(settings)`, or an `app` made by the caller (create_app with keywords)."""
+        self.loop = loop
+        self.app = app if app is not None else create_app(settings)
+        self.settings = self.app.ctx.settings
         self.upstream = upstream
         self.port = free_port()
-        self.app = create_app(settings)
         # Sanic's touch-up rewrites its protocol class once per process; many apps in one test process
         # would rewrite it again and fail. Real runs (one app per process) keep it.
         self.app.config.TOUCHUP = False
@@ -202,6 +267,7 @@ class RunningProxy:
         headers: dict[str, str] | None = None,
         body: Any = None,
         json_body: Any = None,
+        source: str | None = None,
     ) -> tuple[int, dict[str, str], bytes]:
         all_headers = dict(headers or {})
         if key is not None:
@@ -209,7 +275,7 @@ class RunningProxy:
         if json_body is not None:
             body = json.dumps(json_body)
             all_headers.setdefault("Content-Type", "application/json")
-        return fetch(self.port, method, path, all_headers, body)
+        return fetch(self.port, method, path, all_headers, body, source=source)
 
     def get(self, path: str, **kwargs: Any) -> tuple[int, dict[str, str], bytes]:
         return self.request("GET", path, **kwargs)

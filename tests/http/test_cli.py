@@ -5,7 +5,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -15,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from flagproxy.proxy.settings import OPTIONS
+from tests.etags import assert_node_body
 from tests.http.loopback import KEY, fetch, free_port
 
 pytestmark = pytest.mark.slow
@@ -37,13 +41,19 @@ def base_env(tmp_path: Path) -> dict[str, str]:
 
 
 def test_help_lists_every_option_with_its_default(base_env):
-    result = run_cli(["--help"], base_env)
+    result = run_cli(["--help"], {**base_env, "COLUMNS": "10000"})  # wide: argparse breaks no words
     assert result.returncode == 0
-    text = " ".join(result.stdout.split())
+    entries = result.stdout.split("\n  --")
     for option in OPTIONS:
+        if option.env:
+            flag = option.key.replace("_", "-")
+            (entry,) = [e for e in entries if e.startswith(f"{flag} ")]
+        else:  # keyword-only objects: listed after the flags
+            (entry,) = [line for line in result.stdout.splitlines() if line.strip().startswith(option.key)]
+        assert f"default: {option.default_text()}]" in entry, entry
         for name in (*option.env, *option.aliases):
-            assert name in text, name
-    assert "default: 5000" in text and "default: service-proxy" in text and "--workers" in text
+            assert name in entry, name
+    assert "--workers" in result.stdout
 
 
 @pytest.mark.parametrize(
@@ -72,6 +82,12 @@ def test_help_lists_every_option_with_its_default(base_env):
             "SERVICE_CUSTOM_STRATEGIES_FILE: /nope/s.py: no such file",
         ),
         ({"EXP_CUSTOM_ENRICHERS_FILE": "/nope/e.py"}, "EXP_CUSTOM_ENRICHERS_FILE: /nope/e.py: no such file"),
+        ({"UNLEASH_FETCH_INTERVAL": "30s"}, "UNLEASH_FETCH_INTERVAL: '30s' is not a whole number"),
+        ({"CORS_MAX_AGE": "-1"}, "CORS_MAX_AGE: '-1' is not a whole number"),
+        ({"CORS_CREDENTIALS": "sometimes"}, "CORS_CREDENTIALS: 'sometimes' is not a boolean"),
+        ({"HTTPS_PROXY": "socks5://p:1080"}, "HTTPS_PROXY: 'socks5://p:1080' is not an http:// or https://"),
+        ({"EXP_BOOTSTRAP_URL": "boot.json"}, "EXP_BOOTSTRAP_URL: 'boot.json' is not an http(s) URL"),
+        ({"PROXY_PORT": "0"}, "PORT: must be between 1 and 65535"),
     ],
 )
 def test_bad_configuration_is_one_line_and_exit_2(base_env, env, message):
@@ -87,33 +103,81 @@ def test_bad_configuration_is_one_line_and_exit_2(base_env, env, message):
     assert "Traceback" not in result.stderr
 
 
+COMPLETE = {"SERVICE_URL": "http://x/api", "SERVICE_API_TOKEN": "t", "SERVICE_PROXY_CLIENT_KEYS": "k"}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--workers", "0"], "argument --workers: '0' is not a whole number of at least 1"),
+        (["--workers", "two"], "argument --workers: 'two' is not a whole number of at least 1"),
+        (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+        (["--port", "http"], "port: 'http' is not a whole number"),
+        (["--host", "no.such.host.invalid"], "PROXY_HOST: cannot listen on 'no.such.host.invalid'"),
+    ],
+)
+def test_bad_flags_are_one_line_and_exit_2(base_env, args, message):
+    result = run_cli(args, {**base_env, **COMPLETE})
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr and "usage:" not in result.stderr
+
+
+def test_a_port_in_use_is_one_line_and_exit_2(base_env):
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_cli([], {**base_env, **COMPLETE, "PORT": str(port)})
+    assert result.returncode == 2
+    assert (
+        result.stderr == f"flagproxy proxy: PORT: cannot listen on 0.0.0.0:{port}: Address already in use\n"
+    )
+
+
 class Process:
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
-        self.port = free_port()
+    def __init__(self, args: list[str], env: dict[str, str], command: list[str] | None = None) -> None:
+        self.port = int(env["PORT"]) if "PORT" in env else free_port()
+        if command is None:
+            command = [sys.executable, "-m", "flagproxy", "proxy"]
+            env = {**env, "PORT": str(self.port), "PROXY_HOST": "127.0.0.1"}
         self.popen = subprocess.Popen(
-            [sys.executable, "-m", "flagproxy", "proxy", *args],
-            env={**env, "PORT": str(self.port), "PROXY_HOST": "127.0.0.1"},
+            [*command, *args],
+            env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             start_new_session=True,  # its own process group, so workers can be cleaned up with it
         )
 
-    def wait_ready(self, timeout: float = 20) -> None:
+    def wait_ready(self, timeout: float = 20, health: str = "/proxy/health") -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.popen.poll() is None, self.popen.communicate()
             try:
-                if fetch(self.port, "GET", "/proxy/health", timeout=1)[0] == 200:
+                if fetch(self.port, "GET", health, timeout=1)[0] == 200:
                     return
             except OSError:
                 pass
             time.sleep(0.1)
         raise AssertionError("the proxy process never became ready")
 
-    def stop(self) -> tuple[str, str]:
+    def read_until(self, text: str, timeout: float = 20) -> str:
+        """What the process printed (both streams) up to and including `text`."""
+        pipes = [self.popen.stdout, self.popen.stderr]
+        seen = ""
+        deadline = time.monotonic() + timeout
+        while text not in seen:
+            assert time.monotonic() < deadline, seen
+            readable, _, _ = select.select(pipes, [], [], 0.1)
+            for pipe in readable:
+                seen += os.read(pipe.fileno(), 65536).decode(errors="replace")
+        return seen
+
+    def stop(self, signum: int = signal.SIGINT) -> tuple[str, str]:
         if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGINT)
+            self.popen.send_signal(signum)
         try:
             return self.popen.communicate(timeout=15)
         except subprocess.TimeoutExpired:
@@ -130,14 +194,88 @@ class Process:
 def launch(base_env) -> Iterator:
     started: list[Process] = []
 
-    def start(env: dict[str, str], args: list[str] | None = None) -> Process:
-        process = Process(args or [], {**base_env, **env})
+    def start(
+        env: dict[str, str], args: list[str] | None = None, command: list[str] | None = None
+    ) -> Process:
+        process = Process(args or [], {**base_env, **env}, command)
         started.append(process)
         return process
 
     yield start
     for process in started:
         process.stop()
+
+
+def test_the_readme_command_serves_correct_toggles(launch, upstream):
+    # Exactly `SERVICE_URL=... SERVICE_API_TOKEN=... SERVICE_PROXY_CLIENT_KEYS=... PORT=... flagproxy proxy`:
+    # the installed console script, configured by those four variables and nothing else.
+    script = shutil.which("flagproxy", path=os.path.dirname(sys.executable))
+    assert script, "the flagproxy console script is not installed beside this Python"
+    port = free_port()
+    process = launch(
+        {
+            "SERVICE_URL": upstream.url,
+            "SERVICE_API_TOKEN": "stub-server-token",
+            "SERVICE_PROXY_CLIENT_KEYS": KEY,
+            "PORT": str(port),
+        },
+        command=[script, "proxy"],
+    )
+    process.wait_ready()
+    auth = {"Authorization": KEY}
+    status, headers, body = fetch(port, "GET", "/proxy?userId=u1&sessionId=s1", auth)
+    assert status == 200
+    assert_node_body(headers, body, 'W/"876-gEN+QlEcLKfCqM0uTN6Nv+KrNKI"')  # the Node proxy's bytes
+    assert set(headers) == {  # the Node proxy's headers (and no test-only artefact such as alt-svc)
+        "access-control-allow-origin",
+        "access-control-expose-headers",
+        "cache-control",
+        "vary",
+        "keep-alive",
+        "content-type",
+        "etag",
+        "content-length",
+        "connection",
+    } | ({"date"} & set(headers))
+    eu = json.loads(fetch(port, "GET", "/proxy?sessionId=s1&properties[region]=eu", auth)[2])["toggles"]
+    assert {"segment-eu", "c-in-region"} <= {t["name"] for t in eu}
+    asked = json.dumps({"toggles": ["segment-eu", "nope"], "context": {"properties": {"region": "us"}}})
+    status, _, body = fetch(port, "POST", "/proxy", {**auth, "Content-Type": "application/json"}, asked)
+    assert [(t["name"], t["enabled"]) for t in json.loads(body)["toggles"]] == [
+        ("segment-eu", False),
+        ("nope", False),
+    ]
+    assert fetch(port, "GET", "/proxy", {"Authorization": "wrong"})[0] == 401
+    poll = upstream.received("/api/client/features")[0]
+    assert poll["headers"]["Authorization"] == "stub-server-token"
+    assert poll["headers"]["unleash-appname"] == "service-proxy"  # SPEC.md's default app name
+    assert upstream.wait_for("/api/client/register")[0]["body"]["interval"] == 30000  # SPEC.md's default
+    stdout, stderr = process.stop()
+    assert process.popen.returncode == 0, stderr
+    assert "INFO" not in stdout  # the default log level is warn
+
+
+def test_a_restart_is_ready_from_the_default_backup_file_while_the_upstream_is_down(
+    launch, upstream, base_env
+):
+    env = {
+        "SERVICE_URL": upstream.url,
+        "SERVICE_API_TOKEN": "stub-server-token",
+        "SERVICE_PROXY_CLIENT_KEYS": KEY,
+        "SERVICE_METRICS_INTERVAL": "0",
+    }
+    first = launch(env)
+    first.wait_ready()
+    expected = fetch(first.port, "GET", "/proxy?userId=u1&sessionId=s1", {"Authorization": KEY})[1]["etag"]
+    first.stop()
+    assert os.path.exists(os.path.join(base_env["TMPDIR"], "flagproxy-backup-service-proxy.json"))
+    upstream.features_status = 503
+    polls_before = len(upstream.received("/api/client/features"))
+    second = launch(env)
+    second.wait_ready()
+    upstream.wait_for("/api/client/features", polls_before + 1)  # it asked, and the upstream said 503
+    status, headers, _ = fetch(second.port, "GET", "/proxy?userId=u1&sessionId=s1", {"Authorization": KEY})
+    assert (status, headers["etag"]) == (200, expected)
 
 
 def test_quick_start_serves_toggles(launch, upstream):
@@ -150,8 +288,10 @@ def test_quick_start_serves_toggles(launch, upstream):
         }
     )
     process.wait_ready()
-    status, headers, _ = fetch(process.port, "GET", "/proxy?userId=u1&sessionId=s1", {"Authorization": KEY})
-    assert (status, headers["etag"]) == (200, 'W/"876-gEN+QlEcLKfCqM0uTN6Nv+KrNKI"')
+    path = "/proxy?userId=u1&sessionId=s1"
+    status, headers, body = fetch(process.port, "GET", path, {"Authorization": KEY})
+    assert status == 200
+    assert_node_body(headers, body, 'W/"876-gEN+QlEcLKfCqM0uTN6Nv+KrNKI"')
     _, stderr = process.stop()
     assert process.popen.returncode == 0, stderr
 
@@ -188,10 +328,7 @@ def test_workers_and_json_logs(launch, upstream):
         ["--workers", "2"],
     )
     process.wait_ready()
-    # Both workers have started once each has polled; Sanic does not take a signal well while a worker
-    # is still starting up.
-    upstream.wait_for("/api/client/features", 2, timeout=20)
-    time.sleep(0.5)
+    upstream.wait_for("/api/client/features", 2, timeout=20)  # both workers polled, so both logged
     for _ in range(10):
         assert fetch(process.port, "GET", "/proxy", {"Authorization": KEY})[0] == 200
     stdout, _ = process.stop()
@@ -199,6 +336,28 @@ def test_workers_and_json_logs(launch, upstream):
     ready = [r for r in records if "ready to receive traffic" in r["message"]]
     assert len(ready) == 2  # one poller per worker
     assert all(set(r) == {"level", "message", "args"} for r in records)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stop_signal_while_workers_start_stops_the_proxy_cleanly(launch, upstream, signum):
+    # Sanic's manager alone would wait 30 s for startup acknowledgements that never come, then kill its
+    # workers (flagproxy/serving.py); `docker stop` right after a start must not take that long.
+    process = launch(
+        {
+            "SERVICE_URL": upstream.url,
+            "SERVICE_API_TOKEN": "stub-server-token",
+            "SERVICE_PROXY_CLIENT_KEYS": KEY,
+            "SERVICE_METRICS_INTERVAL": "0",
+            "LOG_LEVEL": "info",
+        },
+        ["--workers", "2"],
+    )
+    seen = process.read_until("is listening on")  # logged just before the workers are spawned
+    time.sleep(0.3)  # the workers are importing the app; none has acknowledged its startup yet
+    assert "ready to receive traffic" not in seen
+    _, stderr = process.stop(signum)
+    assert stderr != "did not stop in time"
+    assert process.popen.returncode == 0, seen + stderr
 
 
 def test_flags_win_over_env(launch, upstream):
@@ -220,3 +379,72 @@ def test_flags_win_over_env(launch, upstream):
     )
     process.wait_ready()
     assert fetch(process.port, "GET", "/proxy/all", {"Authorization": "flag-key"})[0] == 200
+
+
+def test_a_process_configured_by_environment_alone_honours_every_kind_of_option(launch, upstream, tmp_path):
+    enrichers = tmp_path / "enrichers.py"
+    enrichers.write_text(
+        "def eu(ctx):\n    ctx['properties']['region'] = 'eu'\n    return ctx\nenrichers = [eu]\n"
+    )
+    strategies = tmp_path / "strategies.py"
+    strategies.write_text(
+        "from flagproxy.strategies import Strategy\n"
+        "class Yes(Strategy):\n"
+        "    name = 'myCustomStrategy'\n"
+        "    def is_enabled(self, parameters, context):\n"
+        "        return True\n"
+        "strategies = [Yes()]\n"
+    )
+    process = launch(
+        {
+            # The Node proxy's names work as aliases; only the HTTP proxy (the stub) can reach flags.invalid.
+            "UNLEASH_URL": "http://flags.invalid:4242/api",
+            "HTTP_PROXY": upstream.url.removesuffix("/api"),
+            "UNLEASH_API_TOKEN": "stub-server-token",
+            "SERVICE_PROXY_CLIENT_KEYS": "k1, k2",
+            "CLIENT_KEY_HEADER_NAME": "X-Client-Key",
+            "PROXY_BASE_PATH": "edge/",
+            "SERVICE_APP_NAME": "my-app",
+            "SERVICE_INSTANCE_ID": "instance-7",
+            "SERVICE_FETCH_INTERVAL": "100",
+            "SERVICE_METRICS_INTERVAL": "150",
+            "SERVICE_ENVIRONMENT": "production",
+            "SERVICE_PROJECT_NAME": "proj",
+            "SERVICE_NAME_PREFIX": "c-",
+            "SERVICE_TAGS": "simple:proxy",
+            "ENABLE_ALL_ENDPOINT": "true",
+            "ENABLE_OAS": "true",
+            "TRUST_PROXY": "127.0.0.1",
+            "CORS_ORIGIN": "https://a.example",
+            "EXP_SERVER_SIDE_SDK_CONFIG_TOKENS": "server-token",
+            "EXP_CUSTOM_ENRICHERS_FILE": str(enrichers),
+            "SERVICE_CUSTOM_STRATEGIES_FILE": str(strategies),
+            "JSON_LOGGER": "true",
+            "LOG_LEVEL": "info",
+        }
+    )
+    process.wait_ready(health="/edge/proxy/health")
+    key = {"X-Client-Key": "k2", "X-Forwarded-For": "10.1.2.3", "Origin": "https://a.example"}
+    status, headers, body = fetch(process.port, "GET", "/edge/proxy/all?sessionId=s&environment=dev", key)
+    assert status == 200 and headers["access-control-allow-origin"] == "https://a.example"
+    enabled = {t["name"] for t in json.loads(body)["toggles"] if t["enabled"]}
+    assert "c-app-env" in enabled  # appName my-app and the forced environment production
+    assert "segment-eu" in enabled  # the enricher's region
+    assert "unknown-strategy" in enabled  # the custom strategy
+    assert "remote-address" in enabled  # X-Forwarded-For from a trusted hop
+    assert fetch(process.port, "GET", "/edge/proxy", {"Authorization": "k1"})[0] == 401  # the other header
+    assert (
+        fetch(process.port, "GET", "/edge/proxy/client/features", {"X-Client-Key": "server-token"})[0] == 200
+    )
+    assert fetch(process.port, "GET", "/edge/docs/openapi.json")[0] == 200
+    poll = upstream.received("/api/client/features")[0]
+    assert poll["query"] == "project=proj&namePrefix=c-&tag=simple%3Aproxy"
+    assert (poll["headers"]["unleash-appname"], poll["headers"]["UNLEASH-INSTANCEID"]) == (
+        "my-app",
+        "instance-7",
+    )
+    register = upstream.wait_for("/api/client/register")[0]["body"]
+    assert register["interval"] == 150 and "myCustomStrategy" in register["strategies"]
+    stdout, _ = process.stop()
+    records = [json.loads(line) for line in stdout.splitlines() if line.strip()]
+    assert any("ready to receive traffic" in r["message"] for r in records)  # JSON lines at info

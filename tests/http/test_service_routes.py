@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import hmac
 import json
 import re
 import time
 
 import pytest
 
-from tests.http.loopback import KEY
+from flagproxy.proxy import create_app
+from flagproxy.proxy.etag import weak_etag
+from flagproxy.sync.backup import FileStorageProvider
+from tests.etags import assert_node_body
+from tests.http.loopback import KEY, RunningProxy
 
-UNAUTHORIZED_ETAG = 'W/"c-dAuDFQrdjS3hezqxDTNgW7AOlYk"'
+UNAUTHORIZED_NODE_ETAG = 'W/"c-dAuDFQrdjS3hezqxDTNgW7AOlYk"'  # Express's ETag of the Node proxy's 401
 NOT_READY = b"The Unleash Proxy has not connected to the Unleash API and is not ready to accept requests yet."
 METRICS = {
     "appName": "web",
@@ -38,7 +43,30 @@ def test_missing_or_wrong_key_is_401(proxy_factory, key):
     status, headers, body = proxy.get("/proxy", key=key)
     assert (status, body) == (401, b"Unauthorized")
     assert headers["content-type"] == "text/plain; charset=utf-8"
-    assert headers["etag"] == UNAUTHORIZED_ETAG
+    assert_node_body(headers, body, UNAUTHORIZED_NODE_ETAG)
+
+
+def test_keys_are_compared_in_constant_time(proxy_factory, monkeypatch):
+    # Timing cannot be asserted reliably; what makes it constant is checked instead: every configured key
+    # is compared with hmac.compare_digest on every request, whichever key (if any) matches.
+    proxy = proxy_factory(
+        client_keys=["key-one", "key-two", "key-three"], exp_server_side_sdk_config_tokens=["server-token"]
+    )
+    compared: list[bytes] = []
+    original = hmac.compare_digest
+
+    def recording(a, b):
+        compared.append(a)
+        return original(a, b)
+
+    monkeypatch.setattr(hmac, "compare_digest", recording)
+    for presented, status in [("key-one", 200), ("key-thr", 401), ("nope", 401), ("key-three", 200)]:
+        compared.clear()
+        assert proxy.get("/proxy", key=presented)[0] == status
+        assert sorted(compared) == [b"key-one", b"key-three", b"key-two"], presented
+    compared.clear()
+    assert proxy.post("/proxy/client/metrics", METRICS, key="key-one")[0] == 200
+    assert sorted(compared) == [b"key-one", b"key-three", b"key-two", b"server-token"]  # both kinds, always
 
 
 def test_every_configured_key_works(proxy):
@@ -66,6 +94,7 @@ def test_client_features_needs_a_server_side_token(proxy_factory):
     status, headers, body = proxy.get("/proxy/client/features", key="server-token-2")
     assert status == 200
     assert headers["cache-control"] == "public, max-age=2"
+    assert headers["etag"] == weak_etag(body)  # computed once per snapshot, of exactly these bytes
     document = json.loads(body)
     assert document["version"] == 2
     assert len(document["features"]) == 29
@@ -77,13 +106,78 @@ def test_client_features_needs_a_server_side_token(proxy_factory):
     assert proxy.get("/proxy", key="server-token")[0] == 401
 
 
+def test_a_downstream_proxy_evaluates_segments_from_client_features(proxy_factory, loop_thread, tmp_path):
+    # A tree of proxies: `leaf` syncs from `root`'s /proxy/client/features with a server-side token.
+    root = proxy_factory(exp_server_side_sdk_config_tokens=["server-token"])
+    leaf = RunningProxy(
+        loop_thread,
+        None,
+        None,
+        app=create_app(
+            serviceUrl=f"http://127.0.0.1:{root.port}/proxy",
+            serviceApiToken="server-token",
+            clientKeys=["leaf-key"],
+            refreshInterval=100,
+            metricsInterval=100,
+            storageProvider=FileStorageProvider(str(tmp_path / "leaf")),
+            env={},
+        ),
+    )
+    try:
+        leaf.wait_ready()
+        for query in (
+            "userId=u1&sessionId=s1&properties[region]=eu",
+            "userId=u2&sessionId=s2",
+            "sessionId=s3&region=eu",
+        ):
+            from_root = root.get(f"/proxy?{query}", key=KEY)
+            from_leaf = leaf.get(f"/proxy?{query}", key="leaf-key")
+            assert from_leaf[0] == 200
+            assert from_leaf[2] == from_root[2], query  # the same answers, segment constraints included
+        assert "segment-eu" in [t["name"] for t in json.loads(from_leaf[2])["toggles"]]
+        named = {"toggles": ["segment-eu"], "context": {"properties": {"region": "us"}}}
+        assert json.loads(leaf.post("/proxy", named, key="leaf-key")[2])["toggles"][0]["enabled"] is False
+        # The leaf registers and reports usage to the root, which adds it to its own metrics.
+        leaf.post("/proxy", named, key="leaf-key")
+        deadline = time.monotonic() + 5
+        while "segment-eu" not in root.app.ctx.collector.counts.as_toggles():
+            assert time.monotonic() < deadline, "the leaf's metrics never reached the root"
+            time.sleep(0.02)
+    finally:
+        leaf.stop()
+
+
+def test_create_app_takes_spec_md_keywords(loop_thread, upstream, tmp_path):
+    app = create_app(
+        serviceUrl=upstream.url,
+        serviceApiToken="stub-server-token",
+        clientKeys=["kw-key"],
+        refreshInterval=100,
+        metricsInterval=0,
+        proxyBasePath="kw",
+        enableAllEndpoint=True,
+        cors={"origin": "https://app.example", "maxAge": 60},
+        storageProvider=FileStorageProvider(str(tmp_path)),
+        env={"SERVICE_PROXY_CLIENT_KEYS": "env-key"},
+    )
+    proxy = RunningProxy(loop_thread, None, upstream, app=app)
+    try:
+        proxy.wait_ready()
+        status, headers, _ = proxy.get("/kw/proxy/all", key="kw-key")
+        assert status == 200 and headers["access-control-allow-origin"] == "https://app.example"
+        assert proxy.get("/kw/proxy", key="env-key")[0] == 401  # the keyword wins over the environment
+        assert proxy.request("OPTIONS", "/kw/proxy")[1]["access-control-max-age"] == "60"
+    finally:
+        proxy.stop()
+
+
 @pytest.mark.parametrize("path", ["/proxy/client/metrics", "/proxy/all/client/metrics"])
 def test_client_metrics_are_accepted_with_either_key(proxy_factory, path):
     proxy = proxy_factory(exp_server_side_sdk_config_tokens=["server-token"])
     for key in (KEY, "server-token"):
         status, headers, body = proxy.post(path, METRICS, key=key)
         assert (status, body) == (200, b"OK")
-        assert headers["etag"] == 'W/"2-nOO9QiTIwXgNtWtBJezz8kv3SLc"'
+        assert_node_body(headers, body, 'W/"2-nOO9QiTIwXgNtWtBJezz8kv3SLc"')
     assert proxy.post(path, METRICS)[0] == 401
     assert proxy.app.ctx.collector.counts.as_toggles()["default-on"] == {
         "yes": 4,
@@ -115,8 +209,10 @@ def test_client_metrics_are_accepted_with_either_key(proxy_factory, path):
     ],
 )
 def test_bad_client_metrics_get_400_before_the_key_check(proxy, body, instance_path, message):
-    status, _, answer = proxy.post("/proxy/client/metrics", body)
+    status, headers, answer = proxy.post("/proxy/client/metrics", body)
     assert status == 400
+    if body == {"some": "blob"}:
+        assert_node_body(headers, answer, 'W/"fe-gS1a6ZlqxmFHMnJ3UtPLnMhz1Q4"')  # the Node proxy's body
     error = json.loads(answer)["validation"][0]
     assert (error["instancePath"], error["message"]) == (instance_path, message)
 
@@ -139,7 +235,7 @@ def test_client_register(proxy):
 def test_health_and_prometheus(proxy):
     status, headers, body = proxy.get("/proxy/health")
     assert (status, body) == (200, b"ok")
-    assert headers["etag"] == 'W/"2-eoX0dku9ba8cNUXvu/DyeabcC+s"'
+    assert_node_body(headers, body, 'W/"2-eoX0dku9ba8cNUXvu/DyeabcC+s"')
     assert headers["content-type"] == "text/html; charset=utf-8"
     status, headers, body = proxy.get("/proxy/internal-backstage/prometheus")
     assert status == 200
@@ -173,9 +269,9 @@ def test_unknown_routes_get_the_express_404_page(proxy, method, path):
 
 def test_base_path(proxy_factory):
     proxy = proxy_factory(proxy_base_path=" base/path/ ", enable_oas=True)
-    assert proxy.get("/base/path/proxy?userId=u1&sessionId=s1", key=KEY)[1]["etag"] == (
-        'W/"876-gEN+QlEcLKfCqM0uTN6Nv+KrNKI"'
-    )
+    status, headers, body = proxy.get("/base/path/proxy?userId=u1&sessionId=s1", key=KEY)
+    assert status == 200
+    assert_node_body(headers, body, 'W/"876-gEN+QlEcLKfCqM0uTN6Nv+KrNKI"')
     assert proxy.get("/base/path/proxy/health")[0] == 200
     assert proxy.get("/proxy", key=KEY)[0] == 404
     spec = json.loads(proxy.get("/base/path/docs/openapi.json")[2])
@@ -206,6 +302,8 @@ def test_openapi_document_and_offline_page(proxy_factory):
         assert headers["content-type"] == "text/html; charset=utf-8"
         assert b"<script>" in page and b"fetch(" in page
         assert not re.search(rb"""(src|href)=["']?(https?:)?//""", page)  # nothing from the network
+        assert b"http://" not in page and b"https://" not in page and b"@import" not in page
+        assert b'"/proxy/client/features"' in page  # the document is in the page, not fetched
 
 
 def test_before_the_first_sync_every_request_is_503(proxy_factory, upstream):
@@ -225,7 +323,7 @@ def test_before_the_first_sync_every_request_is_503(proxy_factory, upstream):
     ]:
         status, headers, body = proxy.request(method, path, key=KEY)
         assert (status, body) == (503, NOT_READY), (method, path)
-        assert headers["etag"] == 'W/"5f-/Ax8AW1R+iIMrOmyt1sJUvPwB8g"'
+        assert_node_body(headers, body, 'W/"5f-/Ax8AW1R+iIMrOmyt1sJUvPwB8g"')
         assert headers["content-type"] == "text/html; charset=utf-8"
     big = json.dumps({"pad": "x" * 200_000})
     assert proxy.request("POST", "/proxy", key=KEY, body=big)[0] == 503

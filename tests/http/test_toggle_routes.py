@@ -1,15 +1,21 @@
 """GET/POST /proxy and /proxy/all over real sockets, checked against the Node proxy's recorded answers.
 
-Where proxy-transcripts.md recorded an ETag for the same request and features file, the ETag must be
-identical: it hashes the exact body bytes, so it proves byte-for-byte compatibility.
+Where proxy-transcripts.md recorded an ETag for the same request and features file, Express's ETag of the
+body we received must be identical: it hashes the exact bytes, so it proves byte-for-byte compatibility. Our
+own ETag header (XXH3, not Express's) must be `weak_etag` of exactly the bytes sent; a 304 or a HEAD has no
+body, so its ETag must be the matching 200's.
 """
 
 from __future__ import annotations
 
+import email.utils
 import json
+import time
 
 import pytest
 
+from flagproxy.proxy.etag import weak_etag
+from tests.etags import assert_node_body
 from tests.http.loopback import KEY
 
 U1 = "/proxy?userId=u1&sessionId=s1"
@@ -20,10 +26,18 @@ def names(body: bytes) -> list[str]:
     return [t["name"] for t in json.loads(body)["toggles"]]
 
 
+def u1_etag(proxy) -> str:
+    """Our ETag for U1, from a 200 whose body is checked to be the Node proxy's."""
+    status, headers, body = proxy.get(U1, key=KEY)
+    assert status == 200
+    assert_node_body(headers, body, NODE_U1_ETAG)
+    return headers["etag"]
+
+
 def test_get_proxy_answers_like_the_node_proxy(proxy):
     status, headers, body = proxy.get(U1, key=KEY)
     assert status == 200
-    assert headers["etag"] == NODE_U1_ETAG
+    assert_node_body(headers, body, NODE_U1_ETAG)
     assert headers["content-type"] == "application/json; charset=utf-8"
     assert headers["cache-control"] == "public, max-age=2"
     assert headers["access-control-allow-origin"] == "*"
@@ -47,7 +61,7 @@ def test_get_proxy_with_properties_and_extra_parameters(proxy):
     )
     status, headers, body = proxy.get(path, key=KEY)
     assert status == 200
-    assert headers["etag"] == 'W/"b70-H7nc0ZdsQ6knb2reen5wilTfvEg"'
+    assert_node_body(headers, body, 'W/"b70-H7nc0ZdsQ6knb2reen5wilTfvEg"')
     assert {"c-in-region", "c-str-contains-ci", "c-num-gt", "c-semver-gt", "segment-eu"} <= set(names(body))
 
 
@@ -58,10 +72,27 @@ def test_url_encoded_brackets_work_like_plain_ones(proxy):
     assert "segment-eu" in names(plain[2])
 
 
+def test_answers_carry_a_date_header_as_the_node_proxy_does(proxy):
+    requests = [
+        ("GET", U1, {}, 200),  # a toggle answer (PreparedResponse)
+        ("GET", U1, {"If-None-Match": u1_etag(proxy)}, 304),  # its 304
+        ("GET", "/proxy/health", {}, 200),
+        ("GET", "/proxy/nowhere", {}, 404),
+        ("OPTIONS", "/proxy", {"Origin": "https://app.example"}, 204),
+    ]
+    for method, path, headers, expected in requests:
+        status, answer, _ = proxy.request(method, path, key=KEY, headers=headers)
+        assert status == expected, (method, path)
+        sent = email.utils.parsedate_to_datetime(answer["date"])
+        assert abs(sent.timestamp() - time.time()) < 5, (method, path, status)
+    assert proxy.get("/proxy?userId=u1")[0] == 401 and "date" in proxy.get("/proxy?userId=u1")[1]
+
+
 def test_if_none_match_gives_304_without_body(proxy):
-    status, headers, body = proxy.get(U1, key=KEY, headers={"If-None-Match": NODE_U1_ETAG})
+    etag = u1_etag(proxy)
+    status, headers, body = proxy.get(U1, key=KEY, headers={"If-None-Match": etag})
     assert (status, body) == (304, b"")
-    assert headers["etag"] == NODE_U1_ETAG
+    assert headers["etag"] == etag
     assert headers["cache-control"] == "public, max-age=2"
     assert headers["access-control-allow-origin"] == "*"
     assert "content-type" not in headers and "vary" not in headers
@@ -69,28 +100,38 @@ def test_if_none_match_gives_304_without_body(proxy):
 
 @pytest.mark.parametrize(
     ("if_none_match", "status"),
-    [('W/"nope"', 200), ("*", 304), (f'"x", {NODE_U1_ETAG}', 304), (NODE_U1_ETAG[2:], 304)],
+    [
+        ('W/"nope"', 200),
+        ("*", 304),
+        ('"x", {etag}', 304),
+        ("{strong}", 304),  # weak comparison: the same tag without W/
+        (NODE_U1_ETAG, 200),  # the Node proxy's tag for the same bytes: a client moving over revalidates once
+    ],
 )
 def test_if_none_match_forms(proxy, if_none_match, status):
+    etag = u1_etag(proxy)
+    if_none_match = if_none_match.format(etag=etag, strong=etag[2:])
     assert proxy.get(U1, key=KEY, headers={"If-None-Match": if_none_match})[0] == status
 
 
 def test_no_cache_request_is_never_304(proxy):
-    headers = {"If-None-Match": NODE_U1_ETAG, "Cache-Control": "no-cache"}
+    headers = {"If-None-Match": u1_etag(proxy), "Cache-Control": "no-cache"}
     assert proxy.get(U1, key=KEY, headers=headers)[0] == 200
 
 
 def test_head_has_headers_and_no_body(proxy):
+    etag = u1_etag(proxy)
     status, headers, body = proxy.request("HEAD", U1, key=KEY)
     assert (status, body) == (200, b"")
-    assert headers["etag"] == NODE_U1_ETAG
+    assert headers["etag"] == etag  # the GET's, whose body is the Node proxy's
     assert headers["content-length"] == str(0x876)
 
 
 @pytest.mark.parametrize("path", ["/proxy/?userId=u1&sessionId=s1", "/PROXY?userId=u1&sessionId=s1"])
 def test_trailing_slash_and_any_case_paths(proxy, path):
-    status, headers, _ = proxy.get(path, key=KEY)
-    assert (status, headers["etag"]) == (200, NODE_U1_ETAG)
+    status, headers, body = proxy.get(path, key=KEY)
+    assert status == 200
+    assert_node_body(headers, body, NODE_U1_ETAG)
 
 
 def test_currenttime_in_the_query(proxy):
@@ -123,7 +164,9 @@ def test_bad_queries_get_400_with_the_node_validation_body(proxy, query, instanc
     assert error["validation"][0]["instancePath"] == instance_path
     assert error["validation"][0]["message"] == message
     if node_etag:
-        assert headers["etag"] == node_etag
+        assert_node_body(headers, body, node_etag)
+    else:
+        assert headers["etag"] == weak_etag(body)
 
 
 # ---- POST /proxy ------------------------------------------------------------------------------------
@@ -163,8 +206,9 @@ def test_post_with_toggles_returns_exactly_those_names(proxy):
     ],
 )
 def test_post_answers_like_the_node_proxy(proxy, body, node_etag):
-    status, headers, _ = proxy.post("/proxy", body, key=KEY)
-    assert (status, headers["etag"]) == (200, node_etag)
+    status, headers, answer = proxy.post("/proxy", body, key=KEY)
+    assert status == 200
+    assert_node_body(headers, answer, node_etag)
 
 
 def test_post_without_toggles_lists_enabled_toggles(proxy):
@@ -173,6 +217,23 @@ def test_post_without_toggles_lists_enabled_toggles(proxy):
     )
     assert status == 200
     assert "segment-eu" in names(body) and "disabled-feature" not in names(body)
+
+
+@pytest.mark.parametrize("path", ["/proxy", "/proxy/all"])
+def test_post_answers_carry_every_header_spec_md_lists(proxy_factory, path):
+    proxy = proxy_factory(enable_all_endpoint=True)
+    ask = {"toggles": ["default-on"], "context": {"userId": "u1"}}
+    status, headers, body = proxy.post(path, ask, key=KEY, headers={"Origin": "https://app.example"})
+    assert status == 200
+    assert headers["access-control-allow-origin"] == "*"
+    assert headers["access-control-expose-headers"] == "ETag"
+    assert headers["cache-control"] == "public, max-age=2"
+    assert headers["etag"].startswith('W/"')  # weak
+    assert_node_body(headers, body, 'W/"a4-j7q5nps1uGVg6TiV38ERLunI8Lc"')  # the Node proxy's, byte for byte
+    assert headers["content-type"] == "application/json; charset=utf-8"
+    assert headers["vary"] == "Accept-Encoding"
+    assert headers["keep-alive"] == "timeout=5"
+    assert headers["content-length"] == str(len(body))
 
 
 def test_post_ignores_the_query_string(proxy):
@@ -197,8 +258,9 @@ def test_post_with_no_or_empty_body_is_an_empty_context(proxy, headers, body):
 
 def test_post_body_without_content_type_is_json(proxy):
     raw = json.dumps({"toggles": ["default-on"], "context": {"userId": "u1"}})
-    status, headers, _ = proxy.request("POST", "/proxy", key=KEY, body=raw)
-    assert (status, headers["etag"]) == (200, 'W/"a4-j7q5nps1uGVg6TiV38ERLunI8Lc"')
+    status, headers, body = proxy.request("POST", "/proxy", key=KEY, body=raw)
+    assert status == 200
+    assert_node_body(headers, body, 'W/"a4-j7q5nps1uGVg6TiV38ERLunI8Lc"')
 
 
 def test_json_with_utf8_charset_is_fine(proxy):
@@ -279,12 +341,30 @@ def test_all_endpoint_disabled_is_501_after_the_key_check(proxy, method):
     status, headers, body = proxy.request(method, "/proxy/all", key=KEY)
     assert (status, body) == (501, ALL_DISABLED)
     assert headers["content-type"] == "text/html; charset=utf-8"
+    assert_node_body(headers, body, 'W/"c4-wOxrHj2mg7SUSYZJeCTsCsIZtso"')  # the Node proxy's 501
+    assert headers["access-control-allow-origin"] == "*"
+
+
+def test_all_endpoint_disabled_checks_input_first_as_the_node_proxy(proxy):
+    # The Node proxy's order: 415 → 400 → 401 → 501.
+    json_type = {"Content-Type": "application/json"}
+    assert proxy.request("POST", "/proxy/all", key=KEY, headers=json_type, body="{x")[0] == 400
+    assert (
+        proxy.request("POST", "/proxy/all", key=KEY, headers={"Content-Type": "text/plain"}, body="{}")[0]
+        == 415
+    )
+    assert proxy.get("/proxy/all?userId=a&userId=b", key=KEY)[0] == 400
+    assert proxy.request("POST", "/proxy/all", headers=json_type, body="{}")[0] == 401
+    status, _, body = proxy.request("HEAD", "/proxy/all", key=KEY)
+    assert (status, body) == (501, b"")
+    assert proxy.post("/proxy/all/client/metrics", {}, key=KEY)[0] == 400  # a route of its own, not /all
 
 
 def test_all_endpoint_lists_disabled_toggles(proxy_factory):
     proxy = proxy_factory(enable_all_endpoint=True)
     status, headers, body = proxy.get("/proxy/all?userId=u1&sessionId=s1&properties[region]=eu", key=KEY)
-    assert (status, headers["etag"]) == (200, 'W/"1127-66VT1Ggnc6N/ykERJHS8CDb8zCg"')
+    assert status == 200
+    assert_node_body(headers, body, 'W/"1127-66VT1Ggnc6N/ykERJHS8CDb8zCg"')
     toggles = {t["name"]: t for t in json.loads(body)["toggles"]}
     assert toggles["disabled-feature"]["variant"] == {
         "name": "disabled",
@@ -318,5 +398,5 @@ def test_custom_strategies_are_evaluated(proxy_factory, tmp_path):
         "/proxy", {"toggles": ["unknown-strategy"], "context": {"properties": {"tier": "gold"}}}, key=KEY
     )
     plain = proxy.post("/proxy", {"toggles": ["unknown-strategy"], "context": {}}, key=KEY)
-    assert gold[1]["etag"] == 'W/"aa-RdKe6WdjW01zqygeBqDk9uNi8g8"'
-    assert plain[1]["etag"] == 'W/"ad-RlmsAX00OIysrplMkeeSbX174ns"'
+    assert_node_body(gold[1], gold[2], 'W/"aa-RdKe6WdjW01zqygeBqDk9uNi8g8"')
+    assert_node_body(plain[1], plain[2], 'W/"ad-RlmsAX00OIysrplMkeeSbX174ns"')

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from flagproxy.sync.backup import FileStorageProvider
-from tests.http.loopback import KEY, SAMPLE, StubUpstream
+from tests.etags import assert_node_body
+from tests.http.loopback import KEY, SAMPLE, ConnectProxy, StubUpstream
 
 
 class RecordingLogger:
@@ -105,7 +106,7 @@ def test_register_once_and_metrics_in_the_unleash_format(proxy_factory, upstream
 
 def test_metrics_are_kept_and_resent_when_the_upstream_fails(proxy_factory, upstream):
     upstream.post_status = 503
-    proxy = proxy_factory(metrics_interval=100)
+    proxy = proxy_factory(metrics_interval=100, metrics_jitter=40)
     proxy.post("/proxy", {"toggles": ["default-on"]}, key=KEY)
     upstream.wait_for("/api/client/metrics", 2)
     proxy.post("/proxy", {"toggles": ["default-on"]}, key=KEY)
@@ -148,6 +149,20 @@ def test_upstream_failures_keep_the_last_snapshot_and_back_off(proxy_factory, up
     assert proxy.get("/proxy/health")[0] == 200
 
 
+@pytest.mark.parametrize("status", [429, 503, 404])
+def test_rate_limits_and_server_errors_back_off_and_keep_serving(proxy_factory, upstream, status):
+    logger = RecordingLogger()
+    proxy = proxy_factory(refresh_interval=50, logger=logger)
+    before = proxy.get("/proxy?userId=u1&sessionId=s1", key=KEY)[1]["etag"]
+    upstream.features_status = status
+    wait_until(lambda: proxy.app.ctx.sync.poller.failures >= 2)
+    assert proxy.app.ctx.sync.poller.next_delay_ms() >= 150  # 50 ms x (1 + failures)
+    assert logger.said("warn", f"answered {status}")
+    assert proxy.get("/proxy?userId=u1&sessionId=s1", key=KEY)[1]["etag"] == before
+    upstream.features_status = 200
+    wait_until(lambda: proxy.app.ctx.sync.poller.failures < 2)  # each success lowers the backoff
+
+
 def test_timeouts_back_off_too(proxy_factory, upstream, loop_thread):
     proxy = proxy_factory(refresh_interval=50)
     client = proxy.app.ctx.sync.client
@@ -163,9 +178,9 @@ def test_a_new_payload_replaces_the_flags(proxy_factory, upstream):
     proxy = proxy_factory(refresh_interval=50)
     upstream.payload = {"version": 2, "features": [{"name": "only-one", "enabled": True, "strategies": []}]}
     wait_until(lambda: proxy.store.current.names == ("only-one",))
-    status, headers, _ = proxy.get("/proxy?userId=u1&sessionId=s1", key=KEY)
-    assert headers["etag"] == 'W/"8b-fMH/LX66Y9J/iXKJCISfAUdfbv4"'  # the Node proxy's answer, byte for byte
+    status, headers, body = proxy.get("/proxy?userId=u1&sessionId=s1", key=KEY)
     assert status == 200
+    assert_node_body(headers, body, 'W/"8b-fMH/LX66Y9J/iXKJCISfAUdfbv4"')  # the Node proxy's answer
 
 
 def test_an_invalid_payload_is_ignored(proxy_factory, upstream):
@@ -210,10 +225,9 @@ def test_bootstrap_makes_the_proxy_ready_before_the_upstream(proxy_factory, upst
         exp_bootstrap_url=f"http://127.0.0.1:{upstream.port}/bootstrap/features.json",
         exp_bootstrap_authorization="boot-token",
     )
-    assert (
-        proxy.get("/proxy?userId=u1&sessionId=s1", key=KEY)[1]["etag"]
-        == 'W/"876-gEN+QlEcLKfCqM0uTN6Nv+KrNKI"'
-    )
+    status, headers, body = proxy.get("/proxy?userId=u1&sessionId=s1", key=KEY)
+    assert status == 200
+    assert_node_body(headers, body, 'W/"876-gEN+QlEcLKfCqM0uTN6Nv+KrNKI"')
     request = upstream.received("/bootstrap/features.json")[0]
     assert request["headers"]["Authorization"] == "boot-token"
     assert proxy.store.current.source == "bootstrap"
@@ -229,6 +243,48 @@ def test_http_proxy_setting_is_honoured(proxy_factory, loop_thread, upstream):
         )
         assert proxy.store.ready
         assert forward.received("/api/client/features")
+    finally:
+        forward.stop()
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+def test_https_proxy_setting_tunnels_every_upstream_request(proxy_factory, loop_thread, tmp_path):
+    secure = StubUpstream(loop_thread, json.loads(json.dumps(SAMPLE)), ssl_context=_self_signed(tmp_path))
+    secure.bootstrap_payload = SAMPLE
+    tunnel = ConnectProxy(loop_thread, hosts={"flags.invalid": "127.0.0.1"})  # only it knows this name
+    try:
+        upstream_url = f"https://flags.invalid:{secure.port}"
+        proxy = proxy_factory(
+            service_url=f"{upstream_url}/api",
+            https_proxy=tunnel.url,
+            http_proxy="http://127.0.0.1:9",  # for http:// URLs only: must not be used here
+            http_options_reject_unauthorized=False,
+            exp_bootstrap_url=f"{upstream_url}/bootstrap/features.json",
+            metrics_interval=50,
+        )
+        proxy.post("/proxy", {"toggles": ["default-on"]}, key=KEY)
+        for path in ("/api/client/features", "/api/client/register", "/api/client/metrics"):
+            secure.wait_for(path)
+        secure.wait_for("/bootstrap/features.json")
+        assert set(tunnel.targets) == {f"flags.invalid:{secure.port}"}
+    finally:
+        tunnel.stop()
+        secure.stop()
+
+
+def test_http_proxy_carries_register_and_metrics_too(proxy_factory, loop_thread, upstream):
+    forward = StubUpstream(loop_thread, json.loads(json.dumps(SAMPLE)))  # plays the HTTP proxy
+    try:
+        proxy = proxy_factory(
+            service_url="http://flags.invalid:4242/api",
+            http_proxy=forward.url.rsplit("/", 1)[0],
+            metrics_interval=50,
+        )
+        proxy.post("/proxy", {"toggles": ["default-on"]}, key=KEY)
+        forward.wait_for("/api/client/register")
+        metrics = forward.wait_for("/api/client/metrics")[0]
+        assert metrics["body"]["bucket"]["toggles"]["default-on"]["yes"] == 1
+        assert upstream.received("/api/client/features") == []  # nothing went around the proxy
     finally:
         forward.stop()
 
@@ -281,3 +337,42 @@ def test_reject_unauthorized(proxy_factory, loop_thread, tmp_path):
         assert relaxed.store.ready
     finally:
         secure.stop()
+
+
+def test_a_custom_logger_object_gets_every_message_and_stdout_none(proxy_factory, upstream, capsys):
+    logger = RecordingLogger()
+    # logLevel and useJsonLogger are for the default logger only: a custom one gets everything, as is.
+    proxy = proxy_factory(logger=logger, log_level="fatal", use_json_logger=True, refresh_interval=50)
+    wait_until(lambda: logger.said("info", "ready to receive traffic"))
+    upstream.features_status = 503
+    wait_until(lambda: logger.said("warn", "answered 503"))
+    proxy.stop()
+    assert capsys.readouterr().out == ""
+
+
+def test_a_stdlib_logger_works_as_the_custom_logger(proxy_factory, upstream, caplog):
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="my.proxy"):
+        proxy_factory(logger=logging.getLogger("my.proxy"), refresh_interval=50)
+        upstream.features_status = 500
+        wait_until(lambda: any("answered 500" in r.getMessage() for r in caplog.records))
+    levels = {r.levelname for r in caplog.records if r.name == "my.proxy"}
+    assert {"INFO", "WARNING"} <= levels
+
+
+def test_the_default_logger_honours_log_level_and_json(proxy_factory, upstream, capsys):
+    proxy = proxy_factory(log_level="error", use_json_logger=True, refresh_interval=50)
+    upstream.features_status = 500  # a warning: below the level
+    wait_until(lambda: proxy.app.ctx.sync.poller.failures >= 2)
+    upstream.features_status = 401  # an error: shown
+    printed: list[str] = []
+
+    def said_not_allowed() -> bool:
+        printed.extend(capsys.readouterr().out.splitlines())
+        return any("not allowed" in line for line in printed)
+
+    wait_until(said_not_allowed)
+    records = [json.loads(line) for line in printed]  # every line is one JSON object
+    assert {r["level"] for r in records} == {"error"}
+    assert not any("answered 500" in r["message"] or "ready" in r["message"] for r in records)

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import io
 import json
 import logging
+import re
+import subprocess
+import sys
 
 import pytest
+import xxhash
 
 from flagproxy.proxy.auth import KeyRing
 from flagproxy.proxy.cors import CorsPolicy
@@ -17,8 +22,11 @@ from flagproxy.proxy.logger import LoggerAdapter, SimpleLogger, make_logger
 from flagproxy.proxy.openapi import build_openapi
 from flagproxy.proxy.settings import ProxySettings, TrustProxy
 from flagproxy.proxy.trust import client_address
+from tests.etags import express_etag
 
 
+# Express's ETags as the Node proxy sends them (proxy-behaviour.md section 8 and its transcripts): they check
+# express_etag, which the HTTP tests use to prove our bodies are the Node proxy's bytes.
 @pytest.mark.parametrize(
     ("body", "etag"),
     [
@@ -27,8 +35,51 @@ from flagproxy.proxy.trust import client_address
         (b"OK", 'W/"2-nOO9QiTIwXgNtWtBJezz8kv3SLc"'),
     ],
 )
-def test_etags_match_express(body, etag):
+def test_express_etag_is_the_node_proxys(body, etag):
+    assert express_etag(body) == etag
+
+
+# XXH3-128 with the default seed, big-endian (canonical) digest, base64 without padding; the empty body's is
+# xxHash's own test vector 99aa06d3014798d8 6001c324468d497f. A fixed table catches a change of algorithm,
+# seed or encoding, which would make every client revalidate once.
+@pytest.mark.parametrize(
+    ("body", "etag"),
+    [
+        (b"", 'W/"0-maoG0wFHmNhgAcMkRo1Jfw"'),
+        (b"ok", 'W/"2-cH2lRsqTScc4r0z+0lqCIg"'),
+    ],
+)
+def test_weak_etag_known_values(body, etag):
     assert weak_etag(body) == etag
+
+
+BODIES = [b"", b"ok", b"OK", b"Unauthorized", b'{"toggles":[]}', bytes(range(256)) * 600]
+
+
+@pytest.mark.parametrize("body", BODIES, ids=lambda b: f"{len(b)}-bytes")
+def test_weak_etag_format(body):
+    etag = weak_etag(body)
+    match = re.fullmatch(r'W/"([0-9a-f]+)-([A-Za-z0-9+/]{22})"', etag)
+    assert match, etag  # weak, lower-case hex length, 22 base64 characters (16 bytes) without padding
+    assert int(match.group(1), 16) == len(body)
+    assert base64.b64decode(match.group(2) + "==") == xxhash.xxh3_128_digest(body)
+
+
+def test_weak_etag_is_deterministic_and_tells_bodies_apart():
+    assert [weak_etag(bytes(b)) for b in BODIES] == [weak_etag(b) for b in BODIES]  # fresh copies, same tags
+    assert weak_etag(b"ok") != express_etag(b"ok")  # not the Node proxy's any more
+    assert len({weak_etag(b) for b in BODIES}) == len(BODIES)
+    # Same length, one bit apart: only the hash can tell them apart, and it does.
+    base = b'{"enabled":true}'
+    flipped = [bytes([*base[: i // 8], base[i // 8] ^ (1 << i % 8), *base[i // 8 + 1 :]]) for i in range(128)]
+    assert len({base, *flipped}) == 129 and {len(b) for b in flipped} == {len(base)}
+    assert len({weak_etag(b) for b in (base, *flipped)}) == 129
+
+
+def test_weak_etag_is_the_same_in_another_process():
+    code = "from flagproxy.proxy.etag import weak_etag; print(weak_etag(b'ok'), weak_etag(bytes(range(256))))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == [weak_etag(b"ok"), weak_etag(bytes(range(256)))]
 
 
 def test_none_match():

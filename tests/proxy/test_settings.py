@@ -151,6 +151,24 @@ def test_base_path_sanitising(raw, expected):
             "CLIENT_KEY_HEADER_NAME: 'bad header' is not a header name",
         ),
         ({"EXP_BOOTSTRAP_URL": "file:///x"}, {}, "EXP_BOOTSTRAP_URL"),
+        ({"TRUST_PROXY": "1"}, {}, "TRUST_PROXY: '1' is a number; hop counts are not supported"),
+        ({"SERVICE_URL": "http://"}, {}, "SERVICE_URL: 'http://' is not an http:// or https:// URL"),
+        (
+            {"SERVICE_URL": "http://up:api/x"},
+            {},
+            "SERVICE_URL: 'http://up:api/x' is not an http:// or https://",
+        ),
+        (
+            {"EXP_BOOTSTRAP_URL": "https:///x.json"},
+            {},
+            "EXP_BOOTSTRAP_URL: 'https:///x.json' is not an http(s)",
+        ),
+        (
+            {"HTTPS_PROXY": "socks5://p:1080"},
+            {},
+            "HTTPS_PROXY: 'socks5://p:1080' is not an http:// or https://",
+        ),
+        ({"http_proxy": "http://"}, {}, "http_proxy: 'http://' is not an http:// or https://"),
         ({}, {"nonsense": 1}, "nonsense: unknown option"),
         ({}, {"cors": {"nope": 1}}, "cors.nope: unknown option"),
         ({}, {"port": True}, "port: invalid value True"),
@@ -183,3 +201,8 @@ def test_the_configuration_reference_lists_every_option():
         assert f"`{option.key}`" in reference, option.key
         for name in (*option.env, *option.aliases):
             assert f"`{name}`" in reference, name
+
+
+def test_a_proxy_address_without_a_scheme_is_http():
+    assert load({"HTTP_PROXY": "proxy.corp:3128"}).http_proxy == "http://proxy.corp:3128"
+    assert load({"HTTPS_PROXY": "https://proxy.corp"}).https_proxy == "https://proxy.corp"

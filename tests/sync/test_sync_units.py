@@ -231,6 +231,7 @@ def test_metrics_sender_keeps_counts_until_the_upstream_takes_them():
 
 
 def test_file_storage_roundtrip(tmp_path):
+    tmp_path = tmp_path / "made-on-first-save"
     storage = FileStorageProvider(str(tmp_path))
     assert storage.get("my/app") is None
     storage.set("my/app", PAYLOAD)
