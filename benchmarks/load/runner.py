@@ -1,0 +1,161 @@
+"""One load run: for each flag count, start the services, probe, load every (scenario, target), stop.
+
+Per flag count: the upstream serves the snapshot; flagproxy starts with N workers and is probed (which
+gives each scenario's typical answer); the baseline starts serving those answers; the Node proxy starts
+if asked. Then for each scenario the targets run one after the other (warm-up, then the measured wrk run),
+so a proxy row and its baseline row are measured seconds apart. RSS is read after the scenarios.
+Every service is stopped in `finally`, whatever happened.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.load import wrk
+from benchmarks.load.probe import Probe, baseline_route, probe
+from benchmarks.load.processes import Service, rss_mib
+from benchmarks.load.report import FlagRun, Row
+from benchmarks.load.scenarios import Scenario
+from benchmarks.load.targets import (
+    RunDirectory,
+    Target,
+    start_baseline,
+    start_flagproxy,
+    start_node,
+    start_upstream,
+)
+
+
+@dataclass(frozen=True)
+class Options:
+    flags: tuple[int, ...]
+    scenarios: tuple[Scenario, ...]
+    workers: int
+    baseline_workers: int
+    duration: int  # seconds (wrk takes whole seconds)
+    warmup: int
+    wrk: wrk.WrkOptions
+    peer_node: bool
+
+
+def run_flags(flags: int, options: Options, root: Path, log: Callable[[str], None]) -> FlagRun:
+    run = RunDirectory(root / f"flags-{flags}")
+    result = FlagRun(flags)
+    services: list[Service] = []
+    try:
+        log(f"[{flags} flags] starting upstream and flagproxy ({options.workers} workers)")
+        services.append(start_upstream(run, flags))
+        proxy = start_flagproxy(run, services[0], options.workers)
+        services.append(proxy.service)
+        targets = [proxy]
+        probes = {(proxy.name, s.name): probe(proxy, s, flags) for s in options.scenarios}
+
+        routes = [
+            baseline_route(s, probes[(proxy.name, s.name)].typical)
+            for s in options.scenarios
+            if probes[(proxy.name, s.name)].typical is not None
+        ]
+        log(f"[{flags} flags] starting the baseline ({options.baseline_workers} workers)")
+        base = start_baseline(run, routes, options.baseline_workers)
+        services.append(base.service)
+        targets.append(base)
+        for s in options.scenarios:
+            proxy_probe = probes[(proxy.name, s.name)]
+            if proxy_probe.typical is not None:  # else there is no answer to copy, and no baseline row
+                probes[(base.name, s.name)] = probe(base, s, flags, given=proxy_probe.workload)
+
+        node_error = None
+        if options.peer_node:
+            log(f"[{flags} flags] starting the Node Unleash Proxy")
+            try:
+                node = start_node(run, services[0])
+            except Exception as error:  # reported as that row's errors; the other rows still count
+                node_error = f"node proxy did not start: {error}"
+            else:
+                services.append(node.service)
+                targets.append(node)
+                for s in options.scenarios:
+                    probes[(node.name, s.name)] = probe(node, s, flags)
+
+        for scenario in options.scenarios:
+            loaded = [t for t in targets if (t.name, scenario.name) in probes]
+            rows = [measure(t, probes[t.name, scenario.name], flags, options, run, log) for t in loaded]
+            if node_error is not None:
+                rows.append(Row(flags, scenario.name, "node", errors=1, note=node_error))
+            _set_ratios(rows)
+            result.rows += rows
+        for target in targets:
+            result.rss_mib[target.name] = _rss(target)
+    finally:
+        for service in reversed(services):
+            service.stop()
+            result.stopped_cleanly[service.name] = service.stopped_cleanly
+    return result
+
+
+def measure(
+    target: Target,
+    probed: Probe,
+    flags: int,
+    options: Options,
+    run: RunDirectory,
+    log: Callable[[str], None],
+) -> Row:
+    scenario = probed.workload.scenario
+    row = Row(flags, scenario.name, target.name)
+    if probed.typical is not None:
+        row.response_bytes = len(probed.typical.body)
+    if probed.problems:
+        row.errors = len(probed.problems)
+        row.error_detail = {"probe": len(probed.problems)}
+        row.note = probed.problems[0]
+        log(f"[{flags} flags] {scenario.name} / {target.name}: probe failed: {row.note}")
+        return row
+    name = f"{scenario.name}-{target.name}"
+    script = wrk.write_script(probed.workload, target.path(scenario), run.scripts, name)
+    if options.warmup > 0:
+        wrk.run(script, target.service.port, options.warmup, options.wrk)
+    out = wrk.run(script, target.service.port, options.duration, options.wrk)
+    unexpected = sum(n for code, n in out["statuses"].items() if code != str(scenario.expected_status))
+    row.error_detail = {**out["errors"], "unexpected status": unexpected}
+    row.errors = sum(row.error_detail.values())
+    row.statuses = out["statuses"]
+    row.requests = out["requests"]
+    row.requests_per_s = round(out["requests"] / (out["duration_us"] / 1e6), 1)
+    if out["requests"]:
+        row.p50_ms = out["p50_us"] / 1000
+        row.p99_ms = out["p99_us"] / 1000
+    else:
+        row.errors += 1
+        row.note = "no request completed"
+    if target.service.process.poll() is not None:
+        row.errors += 1
+        row.note = f"{target.name} exited with {target.service.process.returncode} during the run"
+    log(
+        f"[{flags} flags] {scenario.name} / {target.name}: {row.requests_per_s:,.0f} req/s, "
+        f"p50 {row.p50_ms} ms, p99 {row.p99_ms} ms, errors {row.errors}"
+    )
+    return row
+
+
+def _set_ratios(rows: list[Row]) -> None:
+    # Errors are reported on their own; a ratio is still worth showing beside them.
+    baseline = next((r for r in rows if r.target == "baseline" and r.requests_per_s), None)
+    if baseline is None:
+        return
+    for row in rows:
+        if row.requests_per_s and not row.note:
+            row.ratio_to_baseline = round(row.requests_per_s / baseline.requests_per_s, 3)
+
+
+def _rss(target: Target) -> dict[str, object]:
+    if target.kind == "node":
+        return {"main": None, "workers": [rss_mib(target.service.process.pid)]}
+    return target.service.rss()
+
+
+def stderr_log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

@@ -1,0 +1,62 @@
+"""The loopback upstream: an Unleash client API serving one deterministic snapshot, run as a subprocess.
+
+    python -m benchmarks.load.upstream --flags 200 --port 4242
+
+`GET /api/client/features` answers `benchmarks.datasets.snapshot_payload(flags)` with an ETag, and 304 when
+the poller's If-None-Match matches, so the proxies' 5-second refreshes cost next to nothing while wrk runs.
+Register and metrics posts are accepted and dropped. `GET /stats` says how many full (200) feature
+answers went out: every proxy worker fetches once when it starts, so the harness knows when all of them
+have their snapshot. A separate process, so its work is not counted against the harness or the proxies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+
+import orjson
+from aiohttp import web
+
+from benchmarks.datasets import snapshot_payload
+
+
+def create_app(flags: int) -> web.Application:
+    body = orjson.dumps(snapshot_payload(flags))
+    etag = '"' + hashlib.sha1(body).hexdigest()[:16] + '"'
+
+    full_answers = 0
+
+    async def features(request: web.Request) -> web.Response:
+        nonlocal full_answers
+        if request.headers.get("If-None-Match") == etag:
+            return web.Response(status=304, headers={"ETag": etag})
+        full_answers += 1
+        return web.Response(body=body, content_type="application/json", headers={"ETag": etag})
+
+    async def stats(request: web.Request) -> web.Response:
+        return web.json_response({"full_answers": full_answers})
+
+    async def accepted(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(status=202)
+
+    app = web.Application(client_max_size=16 * 1024 * 1024)
+    app.router.add_get("/api/client/features", features)
+    app.router.add_post("/api/client/metrics", accepted)
+    app.router.add_post("/api/client/register", accepted)
+    app.router.add_get("/stats", stats)
+    return app
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--flags", type=int, required=True)
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args()
+    web.run_app(create_app(args.flags), host="127.0.0.1", port=args.port, access_log=None, print=None)
+
+
+if __name__ == "__main__":
+    main()
