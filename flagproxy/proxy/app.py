@@ -88,7 +88,12 @@ class _ProxyApp:
         app.ctx.collector = self.collector
         self.app = app
         self.routes: dict[tuple[str, str], Handler] = {}
-        self.response_caches: list[ResponseCache | None] = []
+        # One cache for the four toggle routes (keys start with the route's name), so RESPONSE_CACHE_MB bounds
+        # the worker. Enrichers are arbitrary code (they may read the clock): their answers are never reused.
+        cache_bytes = s.response_cache_mb * 1024 * 1024
+        self.response_cache = (
+            ResponseCache(cache_bytes) if cache_bytes and not s.exp_custom_enrichers else None
+        )
         self._answer = self._make_answer()
         self._add_routes()
         app.error_handler.add(NotFound, self._fallback)
@@ -257,9 +262,9 @@ class _ProxyApp:
         collector = self.collector  # its bucket is swapped at every flush: look it up per request
         answer = self._answer
         remote_address = self._remote_address
-        # Enrichers are arbitrary code (they may read the clock): their answers are never reused.
-        cache = None if self.settings.exp_custom_enrichers else ResponseCache()
-        self.response_caches.append(cache)
+        cache = self.response_cache
+        route = "all" if include_disabled else "enabled"
+        route += "-get" if conditional else "-post"
 
         async def toggles(request: Request) -> HTTPResponse:
             snapshot = store.current
@@ -269,7 +274,7 @@ class _ProxyApp:
                 raw = read(request)
             except ClientError as error:
                 return self._client_error(request, error)
-            key = (raw, remote_address(request)) if snapshot.reads_remote_address else raw
+            key = (route, raw, remote_address(request)) if snapshot.reads_remote_address else (route, raw)
             hit = cache.get(snapshot, key) if cache is not None else None
             if hit is None:
                 try:

@@ -1,16 +1,17 @@
 """A bounded per-worker cache of finished toggle answers (DESIGN.md performance plan, point 4).
 
 Browser and mobile SDKs poll with the same context again and again, so most requests repeat one seen a
-moment ago. The key is the raw request input exactly as it arrived — the query string of a GET, the body of
-a POST — plus the caller's address when the snapshot reads `remoteAddress`; the value is the finished body,
-its ETag and the per-toggle outcomes that usage metrics count. Everything else that goes into the context is
-fixed per app (forced environment, app name), so equal keys give equal answers.
+moment ago. The key is the route plus the raw request input exactly as it arrived — the query string of a
+GET, the body of a POST — plus the caller's address when the snapshot reads `remoteAddress`; the value is
+the finished body, its ETag and the per-toggle outcomes that usage metrics count. Everything else that goes
+into the context is fixed per app (forced environment, app name), so equal keys give equal answers.
 
 An answer is stored only as long as the engine says it stays true (`valid_in`, flagproxy/snapshot.py):
 for the whole snapshot, or only within the wall-clock second it read (a missing currentTime), never when it
-used randomness or a custom strategy. A new snapshot empties the cache. The bound is in bytes of bodies and
-keys; when it is reached the oldest entries go first (a dict keeps insertion order, so that costs nothing
-on a hit, unlike an LRU's reordering).
+used randomness or a custom strategy. A new snapshot empties the cache. One cache serves all the toggle
+routes of a worker, so its bound (RESPONSE_CACHE_MB, in bytes of bodies and keys) is the worker's; when it
+is reached the oldest entries go first (a dict keeps insertion order, so that costs nothing on a hit,
+unlike an LRU's reordering).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 from flagproxy.proxy.store import CACHE_NEVER, CACHE_SNAPSHOT
 
-DEFAULT_MAX_BYTES = 32 * 1024 * 1024
+DEFAULT_MAX_BYTES = 32 * 1024 * 1024  # the RESPONSE_CACHE_MB option's default
 _ENTRY_OVERHEAD = 200  # the tuple, the dict slot and the ETag, roughly
 
 
@@ -36,7 +37,8 @@ class CachedAnswer:
 
 
 class ResponseCache:
-    """Answers for one route; `get` and `put` take the snapshot they are for."""
+    """Answers of one worker; `get` and `put` take the snapshot they are for. A key is a tuple whose
+    str and bytes members are the request's input (their lengths count towards the bound)."""
 
     __slots__ = ("_bytes", "_entries", "_snapshot", "max_bytes")
 
@@ -67,7 +69,7 @@ class ResponseCache:
             self._entries.clear()
             self._bytes = 0
             self._snapshot = snapshot
-        size = len(body) + len(key if isinstance(key, bytes | str) else key[0]) + _ENTRY_OVERHEAD
+        size = len(body) + sum(len(part) for part in key if isinstance(part, bytes | str)) + _ENTRY_OVERHEAD
         if size > self.max_bytes:
             return
         self._drop(key)

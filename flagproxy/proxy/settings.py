@@ -183,6 +183,8 @@ OPTIONS: tuple[Option, ...] = (
          "proxy server for upstream http:// requests (NO_PROXY honoured)"),
     _opt("https_proxy", "(none)", ["HTTPS_PROXY", "https_proxy"], [], None, "proxy_url",
          "proxy server for upstream https:// requests (NO_PROXY honoured)"),
+    _opt("response_cache_mb", "(none)", ["RESPONSE_CACHE_MB"], [], 32, "int",
+         "memory for cached toggle answers per worker, MiB (0 = no response cache; flagproxy extension)"),
     _opt("exp_bootstrap_url", "expBootstrap.url", ["EXP_BOOTSTRAP_URL"], [], None, "str",
          "experimental: URL of a features document that makes the proxy ready before the upstream answers"),
     _opt("exp_bootstrap_authorization", "expBootstrap.urlHeaders.Authorization",
@@ -268,6 +270,7 @@ class ProxySettings:
     http_proxy: str | None = None
     https_proxy: str | None = None
     no_proxy: str | None = None
+    response_cache_mb: int = 32
     exp_bootstrap_url: str | None = None
     exp_bootstrap_authorization: str | None = None
     exp_server_side_sdk_config_tokens: tuple[str, ...] = ()
@@ -340,6 +343,7 @@ class _Loader:
         self.check_range("metrics_interval", values, 0, None)
         self.check_range("metrics_jitter", values, 0, None)
         self.check_range("cors_max_age", values, 0, None)
+        self.check_range("response_cache_mb", values, 0, None)
         self.check_range("cors_options_success_status", values, 200, 299)
         if not values["service_instance_id"]:
             values["service_instance_id"] = _generated_instance_id()

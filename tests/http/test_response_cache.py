@@ -31,7 +31,8 @@ def enabled(proxy, path: str = "/proxy", source: str | None = None) -> set[str]:
 
 
 def cached_entries(proxy) -> int:
-    return sum(len(cache) for cache in proxy.app.ctx.proxy.response_caches if cache is not None)
+    cache = proxy.app.ctx.proxy.response_cache
+    return 0 if cache is None else len(cache)
 
 
 def wait_for(condition, timeout: float = 5.0) -> None:
@@ -155,4 +156,27 @@ def test_with_custom_enrichers_nothing_is_cached(upstream, proxy_factory):
     proxy = proxy_factory(exp_custom_enrichers=[alternate])
     answers = [enabled(proxy) for _ in range(4)]
     assert answers == [set(), {"odd"}, set(), {"odd"}]
+    assert cached_entries(proxy) == 0
+
+
+def test_the_toggle_routes_share_one_cache_and_never_each_others_answers(upstream, proxy_factory):
+    upstream.payload = payload(
+        flag("on", [{"name": "default", "parameters": {}}]), {**flag("off", []), "enabled": False}
+    )
+    proxy = proxy_factory(enable_all_endpoint=True)
+    for _ in range(2):  # the second round is answered from the cache
+        enabled_only = proxy.get("/proxy?userId=u1", key=KEY)[2]
+        every = proxy.get("/proxy/all?userId=u1", key=KEY)[2]
+        posted = proxy.post("/proxy/all", {"context": {"userId": "u1"}}, key=KEY)[2]
+        assert [t["name"] for t in json.loads(enabled_only)["toggles"]] == ["on"]
+        assert [t["name"] for t in json.loads(every)["toggles"]] == ["on", "off"]
+        assert json.loads(posted) == json.loads(every)
+    assert cached_entries(proxy) == 3
+
+
+def test_a_response_cache_of_0_mb_caches_nothing(upstream, proxy_factory):
+    upstream.payload = payload(flag("on", [{"name": "default", "parameters": {}}]))
+    proxy = proxy_factory(response_cache_mb=0)
+    assert enabled(proxy) == {"on"}
+    assert enabled(proxy) == {"on"}
     assert cached_entries(proxy) == 0
