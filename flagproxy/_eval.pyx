@@ -723,7 +723,7 @@ cdef bint _constraint_holds(const Constraint* c, _Evaluation ev) except -1:
 cdef const char* _random_seed(_Evaluation ev, char* digits, Py_ssize_t* size) noexcept:
     """A random rollout seed, 1..9999 in decimal as Yggdrasil makes it, written into digits."""
     cdef uint32_t number = ev.random(9999)
-    cdef int length = 0
+    cdef int length = 0, i
     cdef char reversed_digits[8]
     while True:
         reversed_digits[length] = <char>(48 + number % 10)
