@@ -46,9 +46,11 @@ def test_a_repeated_request_is_answered_from_the_cache_with_the_same_bytes(upstr
     upstream.payload = payload(flag("on", [{"name": "default", "parameters": {}}]))
     proxy = proxy_factory()
     first = proxy.post("/proxy", {"context": {"userId": "u1"}}, key=KEY)
-    assert cached_entries(proxy) == 1
+    assert cached_entries(proxy) == 0  # a first sight is not kept: most contexts are never asked again
     second = proxy.post("/proxy", {"context": {"userId": "u1"}}, key=KEY)
-    assert second[2] == first[2] and second[1]["etag"] == first[1]["etag"]
+    assert cached_entries(proxy) == 1
+    third = proxy.post("/proxy", {"context": {"userId": "u1"}}, key=KEY)
+    assert second[2] == first[2] == third[2] and second[1]["etag"] == first[1]["etag"] == third[1]["etag"]
     assert cached_entries(proxy) == 1
     # The key check still runs on a cached answer.
     assert proxy.post("/proxy", {"context": {"userId": "u1"}}, key="wrong")[0] == 401
@@ -58,7 +60,8 @@ def test_a_repeated_request_is_answered_from_the_cache_with_the_same_bytes(upstr
 def test_a_cached_get_answers_a_matching_if_none_match_with_304(upstream, proxy_factory):
     upstream.payload = payload(flag("on", [{"name": "default", "parameters": {}}]))
     proxy = proxy_factory()
-    status, headers, _ = proxy.get("/proxy?userId=u1", key=KEY)
+    for _ in range(2):
+        status, headers, _ = proxy.get("/proxy?userId=u1", key=KEY)
     assert status == 200 and cached_entries(proxy) == 1
     status, again, body = proxy.get("/proxy?userId=u1", key=KEY, headers={"If-None-Match": headers["etag"]})
     assert (status, body, again["etag"]) == (304, b"", headers["etag"])
@@ -68,7 +71,7 @@ def test_a_cached_get_answers_a_matching_if_none_match_with_304(upstream, proxy_
 def test_a_new_snapshot_replaces_every_cached_answer(upstream, proxy_factory):
     upstream.payload = payload(flag("first", [{"name": "default", "parameters": {}}]))
     proxy = proxy_factory(refresh_interval=50)
-    assert enabled(proxy) == {"first"}
+    assert enabled(proxy) == {"first"} == enabled(proxy)
     assert cached_entries(proxy) == 1
     upstream.payload = payload(flag("second", [{"name": "default", "parameters": {}}]))
     wait_for(lambda: enabled(proxy) == {"second"})
@@ -104,9 +107,9 @@ def test_an_answer_that_reads_the_callers_address_is_cached_per_address(upstream
     only_2 = {"name": "remoteAddress", "parameters": {"IPs": "127.0.0.2"}}
     upstream.payload = payload(flag("from-2", [only_2]), flag("on", [{"name": "default", "parameters": {}}]))
     proxy = proxy_factory()
-    assert enabled(proxy, source="127.0.0.2") == {"from-2", "on"}
-    assert enabled(proxy, source="127.0.0.3") == {"on"}
-    assert enabled(proxy, source="127.0.0.2") == {"from-2", "on"}
+    for _ in range(3):
+        assert enabled(proxy, source="127.0.0.2") == {"from-2", "on"}
+        assert enabled(proxy, source="127.0.0.3") == {"on"}
     assert cached_entries(proxy) == 2
 
 

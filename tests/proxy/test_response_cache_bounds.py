@@ -1,10 +1,10 @@
-"""ResponseCache's own rules: its byte bound, oldest-first eviction, snapshot and clock validity."""
+"""ResponseCache's own rules: doorkeeper, byte bound, oldest-first eviction, snapshot and clock validity."""
 
 from __future__ import annotations
 
 import time
 
-from flagproxy.proxy.response_cache import CACHE_NEVER, CACHE_SNAPSHOT, ResponseCache
+from flagproxy.proxy.response_cache import _SEEN_LIMIT, CACHE_NEVER, CACHE_SNAPSHOT, ResponseCache
 
 SNAPSHOT, NEXT_SNAPSHOT = object(), object()
 
@@ -14,7 +14,29 @@ def key(raw: bytes) -> tuple[str, bytes]:
 
 
 def put(cache: ResponseCache, raw: bytes, body: bytes = b"x" * 100, valid_in: int = CACHE_SNAPSHOT) -> None:
-    cache.put(SNAPSHOT, key(raw), body, 'W/"etag"', None, valid_in)
+    """Stores an answer the way a repeated request does: a key's first sight is not kept."""
+    for _ in range(2):
+        cache.put(SNAPSHOT, key(raw), body, 'W/"etag"', None, valid_in)
+
+
+def test_an_answer_is_kept_the_second_time_its_key_is_asked_for() -> None:
+    cache = ResponseCache()
+    for i in range(1000):  # one-off requests leave nothing behind
+        cache.put(SNAPSHOT, key(b"once-%d" % i), b"x" * 100, 'W/"e"', None, CACHE_SNAPSHOT)
+    assert len(cache) <= 10  # only keys whose doorkeeper bit another key set (about 0.05% here)
+    kept_before = len(cache)
+    cache.put(SNAPSHOT, key(b"once-7"), b"x" * 100, 'W/"e"', None, CACHE_SNAPSHOT)
+    assert cache.get(SNAPSHOT, key(b"once-7")) is not None and len(cache) - kept_before <= 1
+
+
+def test_one_off_keys_are_rarely_kept_however_many_arrive() -> None:
+    cache = ResponseCache()
+    arrivals = 4 * _SEEN_LIMIT  # the doorkeeper starts over three times
+    for i in range(arrivals):
+        cache.put(SNAPSHOT, key(b"one-off-%d" % i), b"x", 'W/"e"', None, CACHE_SNAPSHOT)
+    # A key whose bit another key set looks seen: about 3% on average between two fresh starts.
+    assert len(cache) < 0.06 * arrivals
+    assert len(cache._seen) == 128 * 1024  # the doorkeeper's memory does not grow
 
 
 def test_the_byte_bound_evicts_the_oldest_answers_first() -> None:
@@ -47,7 +69,8 @@ def test_answers_belong_to_one_snapshot() -> None:
     cache = ResponseCache()
     put(cache, b"k")
     assert cache.get(NEXT_SNAPSHOT, key(b"k")) is None
-    cache.put(NEXT_SNAPSHOT, key(b"other"), b"body", 'W/"e"', None, CACHE_SNAPSHOT)
+    for _ in range(2):
+        cache.put(NEXT_SNAPSHOT, key(b"other"), b"body", 'W/"e"', None, CACHE_SNAPSHOT)
     assert len(cache) == 1 and cache.get(SNAPSHOT, key(b"k")) is None
 
 
@@ -63,6 +86,7 @@ def test_never_and_per_second_validity() -> None:
 
 def test_the_whole_key_counts_towards_the_bound() -> None:
     cache = ResponseCache(max_bytes=1000)
-    cache.put(SNAPSHOT, ("r", b"q" * 300, "127.0.0.1"), b"x" * 100, 'W/"e"', None, CACHE_SNAPSHOT)
-    cache.put(SNAPSHOT, ("r", b"p" * 300, "127.0.0.1"), b"x" * 100, 'W/"e"', None, CACHE_SNAPSHOT)
+    for raw in (b"q" * 300, b"p" * 300):
+        for _ in range(2):
+            cache.put(SNAPSHOT, ("r", raw, "127.0.0.1"), b"x" * 100, 'W/"e"', None, CACHE_SNAPSHOT)
     assert len(cache) == 1  # 2 x (100 + 1 + 300 + 9 + 200) > 1000
