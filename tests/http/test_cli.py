@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import os
 import select
@@ -448,3 +449,61 @@ def test_a_process_configured_by_environment_alone_honours_every_kind_of_option(
     stdout, _ = process.stop()
     records = [json.loads(line) for line in stdout.splitlines() if line.strip()]
     assert any("ready to receive traffic" in r["message"] for r in records)  # JSON lines at info
+
+
+def _sockets_by_process(port: int, group: int) -> dict[str, dict[int, int]]:
+    """{"listen"|"established": {pid: count}} of the IPv4 TCP sockets on local `port` held by processes of
+    process group `group`, read from /proc (what `ss -tnp` shows)."""
+    states = {"0A": "listen", "01": "established"}
+    inodes: dict[str, str] = {}
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if int(fields[1].split(":")[1], 16) == port and fields[3] in states:
+            inodes[fields[9]] = states[fields[3]]
+    found: dict[str, dict[int, int]] = {"listen": {}, "established": {}}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(proc.name)) != group:
+                continue
+            links = [os.readlink(fd) for fd in (proc / "fd").iterdir()]
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        for link in links:
+            state = inodes.get(link.removeprefix("socket:[").removesuffix("]"))
+            if state:
+                found[state][int(proc.name)] = found[state].get(int(proc.name), 0) + 1
+    return found
+
+
+def test_each_worker_listens_on_its_own_socket_and_connections_spread_over_them(launch, upstream):
+    # Sanic's one shared socket let one worker take most of a burst of keep-alive connections (38 of 50);
+    # flagproxy/serving.py gives each worker its own SO_REUSEPORT socket, so the kernel spreads them.
+    process = launch(
+        {
+            "SERVICE_URL": upstream.url,
+            "SERVICE_API_TOKEN": "stub-server-token",
+            "SERVICE_PROXY_CLIENT_KEYS": KEY,
+            "SERVICE_METRICS_INTERVAL": "0",
+        },
+        ["--workers", "2"],
+    )
+    process.wait_ready()
+    upstream.wait_for("/api/client/features", 2, timeout=20)  # both workers are serving
+    listening = _sockets_by_process(process.port, process.popen.pid)["listen"]
+    assert len(listening) == 2 and set(listening.values()) == {1}, listening
+    assert process.popen.pid not in listening  # the main process keeps the address bound, not listening
+    connections = [http.client.HTTPConnection("127.0.0.1", process.port, timeout=10) for _ in range(40)]
+    try:
+        for connection in connections:
+            connection.request("GET", "/proxy", headers={"Authorization": KEY})
+            assert connection.getresponse().status == 200
+        established = _sockets_by_process(process.port, process.popen.pid)["established"]
+        assert set(established) == set(listening), (established, listening)
+        assert sum(established.values()) == 40
+        assert min(established.values()) >= 5, established  # even by hashing: below 5 of 40 is ~1e-7
+    finally:
+        for connection in connections:
+            connection.close()
+        process.stop()
