@@ -83,7 +83,12 @@ cdef int STRATEGY_REMOTE_ADDRESS = _m.STRATEGY_REMOTE_ADDRESS
 cdef int STRATEGY_CONSTANT = _m.STRATEGY_CONSTANT
 cdef int STRATEGY_CUSTOM = _m.STRATEGY_CUSTOM
 cdef uint32_t VARIANT_SEED = _m.VARIANT_SEED
-cdef uint32_t ROLLOUT_MODULUS = _m.ROLLOUT_MODULUS
+cdef enum:
+    # A compile-time constant, so `% ROLLOUT_MODULUS` is a multiplication rather than a division (one per
+    # rollout strategy per request). The module's import check below keeps it equal to the model's.
+    ROLLOUT_MODULUS = 100
+if ROLLOUT_MODULUS != _m.ROLLOUT_MODULUS:
+    raise ImportError("flagproxy._eval was built for another rollout modulus than flagproxy.compiler.model")
 cdef int64_t CACHE_NEVER = _m.CACHE_NEVER
 cdef int64_t CACHE_SNAPSHOT = _m.CACHE_SNAPSHOT
 cdef double FLOAT_EPSILON = 2.220446049250313e-16
@@ -176,9 +181,19 @@ cdef void _prefix_init(HashPrefix* prefix, str group, uint32_t seed) except *:
     prefix.carry = _tail_word(data + nblocks * 4, prefix.carry_len)
 
 
-cdef uint32_t _bucket(const HashPrefix* prefix, const uint8_t* data, Py_ssize_t length, uint32_t modulus) noexcept nogil:
-    """murmur3("<group>:<identifier>") % modulus + 1 from the identifier's UTF-8 bytes; the group's part
-    of the hash was done at build time."""
+cdef inline uint32_t _bucket(
+    const HashPrefix* prefix, const uint8_t* data, Py_ssize_t length, uint32_t modulus
+) noexcept nogil:
+    return _hash(prefix, data, length) % modulus + 1
+
+
+cdef inline uint32_t _rollout_bucket(const HashPrefix* prefix, const uint8_t* data, Py_ssize_t length) noexcept nogil:
+    return _hash(prefix, data, length) % ROLLOUT_MODULUS + 1
+
+
+cdef inline uint32_t _hash(const HashPrefix* prefix, const uint8_t* data, Py_ssize_t length) noexcept nogil:
+    """murmur3("<group>:<identifier>") from the identifier's UTF-8 bytes; the group's part of the hash was
+    done at build time. Callers reduce it to a bucket."""
     cdef uint32_t h = prefix.state
     cdef uint32_t k = prefix.carry
     cdef Py_ssize_t total = prefix.length + length
@@ -188,7 +203,7 @@ cdef uint32_t _bucket(const HashPrefix* prefix, const uint8_t* data, Py_ssize_t 
         if length < 4 - carry:  # prefix leftovers and identifier together are the tail
             for i in range(length):
                 k |= <uint32_t>data[i] << (8 * (carry + i))
-            return _finish(h, k, total) % modulus + 1
+            return _finish(h, k, total)
         for i in range(4 - carry):
             k |= <uint32_t>data[i] << (8 * (carry + i))
         h = _mix_block(h, k)
@@ -198,7 +213,7 @@ cdef uint32_t _bucket(const HashPrefix* prefix, const uint8_t* data, Py_ssize_t 
         h = _mix_block(h, _read_block(data))
         data += 4
         length -= 4
-    return _finish(h, _tail_word(data, length), total) % modulus + 1
+    return _finish(h, _tail_word(data, length), total)
 
 
 def normalized_hash(str group, str identifier, uint32_t modulus, uint32_t seed=0):
@@ -977,16 +992,18 @@ cdef class Engine:
         ev.start(self, context)
         return ev
 
-    cdef bint _condition_holds(self, const Strategy* s, const HashPrefix* toggle, _Evaluation ev) except -1:
+    cdef inline bint _condition_holds(self, const Strategy* s, const HashPrefix* toggle, _Evaluation ev) except -1:
+        """The strategy's own condition (its constraints hold). The common kinds are decided here, inlined
+        into the walk; the rest in _rare_condition_holds."""
         cdef int kind = s.kind
-        cdef PyObject* seed
         cdef const char* data
         cdef Py_ssize_t size
         cdef char digits[8]
         cdef uint32_t bucket
-        cdef object address
         if kind == STRATEGY_DEFAULT:
             return True
+        if kind == STRATEGY_CONSTANT:  # among them, full and zero rollouts (decided at build time)
+            return s.constant
         if kind == STRATEGY_FLEXIBLE_ROLLOUT:
             if s.stickiness == STICK_DEFAULT:
                 data = ev.seed(FIELD_USER_ID, &size)
@@ -1000,15 +1017,23 @@ cdef class Engine:
                 data = ev.seed(s.stickiness, &size)
                 if data == NULL:
                     return False
-            bucket = _bucket(&s.group if s.has_group else toggle, <const uint8_t*>data, size, ROLLOUT_MODULUS)
+            bucket = _rollout_bucket(&s.group if s.has_group else toggle, <const uint8_t*>data, size)
             return bucket <= <uint32_t>s.percentage
+        return self._rare_condition_holds(s, ev)
+
+    cdef bint _rare_condition_holds(self, const Strategy* s, _Evaluation ev) except -1:
+        cdef int kind = s.kind
+        cdef PyObject* seed
+        cdef const char* data
+        cdef Py_ssize_t size
+        cdef object address
         if kind == STRATEGY_USER_WITH_ID:
             return ev.is_member(FIELD_USER_ID, s.member)
         if kind == STRATEGY_GRADUAL_USER_ID or kind == STRATEGY_GRADUAL_SESSION_ID:
             data = ev.seed(FIELD_USER_ID if kind == STRATEGY_GRADUAL_USER_ID else FIELD_SESSION_ID, &size)
             if data == NULL:
                 return False
-            return _bucket(&s.group, <const uint8_t*>data, size, ROLLOUT_MODULUS) <= <uint32_t>s.percentage
+            return _rollout_bucket(&s.group, <const uint8_t*>data, size) <= <uint32_t>s.percentage
         if kind == STRATEGY_GRADUAL_RANDOM:
             # Yggdrasil draws from 1..99, so 100 is always on and 0 never.
             return <int>ev.random(99) < s.percentage
@@ -1018,8 +1043,6 @@ cdef class Engine:
                 return False
             address = ev.parsed_value(FIELD_REMOTE_ADDRESS, PARSED_ADDRESS, seed)
             return address is not None and _values.networks_contain(<object>s.extra, address)
-        if kind == STRATEGY_CONSTANT:
-            return s.constant
         if kind == STRATEGY_CUSTOM:
             ev.never = True  # a custom strategy may use anything; never cache its answers
             custom, parameters = <tuple><object>s.extra
@@ -1029,7 +1052,7 @@ cdef class Engine:
                 return False
         return False
 
-    cdef int32_t _first_match(self, const Flag* flag, const HashPrefix* toggle, _Evaluation ev) except -2:
+    cdef inline int32_t _first_match(self, const Flag* flag, const HashPrefix* toggle, _Evaluation ev) except -2:
         """The index of the first strategy whose constraints and condition hold, or -1."""
         cdef int32_t i, j, end = flag.strategies + flag.n_strategies
         cdef const Strategy* s
@@ -1111,7 +1134,7 @@ cdef class Engine:
                 return False
         return parent_on == dep.enabled
 
-    cdef int32_t _outcome(self, const Flag* flag, _Evaluation ev) except -2:
+    cdef inline int32_t _outcome(self, const Flag* flag, _Evaluation ev) except -2:
         """-1 when the flag is off for this context, else the index of its enabled fragment."""
         cdef int32_t i, matched, variant
         if not flag.enabled or flag.broken:

@@ -214,8 +214,10 @@ def _strategy_condition(
         return s
     if name == "gradualRolloutRandom":
         percentage = _percentage(params, "percentage", limit=None)
-        if percentage < 0:
-            return _constant(False)
+        if percentage <= 0 or percentage >= 100:
+            # The draw is 1..99 (Yggdrasil): 0 is never on, 100 and more always. Deciding it here keeps the
+            # answer free of randomness, so the proxy may cache it.
+            return _constant(percentage >= 100)
         s = m.Strategy(m.STRATEGY_GRADUAL_RANDOM)
         s.percentage = percentage
         return s
@@ -223,10 +225,18 @@ def _strategy_condition(
         percentage = _percentage(params, "rollout")
         if percentage < 0:
             return _constant(False)
+        stickiness, prop = _rollout_stickiness(params.get("stickiness") or "default")
+        # A bucket is 1..100: rollout 0 is never on, and rollout 100 is always on when a seed always exists
+        # (default stickiness falls back to a random one, random has one). Decided here, the request skips
+        # the hash (a full rollout is the most common strategy there is) and the answer stays cacheable.
+        if percentage == 0:
+            return _constant(False)
+        if percentage == 100 and stickiness in (m.STICKY_DEFAULT, m.STICKY_RANDOM):
+            return _constant(True)
         s = m.Strategy(m.STRATEGY_FLEXIBLE_ROLLOUT)
         s.percentage = percentage
         s.group = params.get("groupId")
-        s.stickiness, s.stickiness_prop = _rollout_stickiness(params.get("stickiness") or "default")
+        s.stickiness, s.stickiness_prop = stickiness, prop
         return s
     if name == "remoteAddress":
         if "IPs" not in params:

@@ -372,7 +372,8 @@ def test_one_evaluation_reads_the_clock_once(implementation: str) -> None:
 @pytest.mark.parametrize(
     "feature",
     [
-        flag("f", [FLEX]),  # default stickiness with neither userId nor sessionId: random
+        # default stickiness with neither userId nor sessionId: random
+        flag("f", [{"name": "flexibleRollout", "parameters": {"rollout": "50", "stickiness": "default"}}]),
         flag("f", [{"name": "flexibleRollout", "parameters": {"rollout": "50", "stickiness": "random"}}]),
         flag("f", [{"name": "gradualRolloutRandom", "parameters": {"percentage": "50"}}]),
         flag("f", [DEFAULT], variants=[{"name": "a", "weight": 1}, {"name": "b", "weight": 1}]),
@@ -385,6 +386,34 @@ def test_randomness_is_never_cached(implementation: str, feature: dict[str, Any]
     assert s.evaluate_all_body({"currentTime": "2021-01-01T00:00:00Z"})[1] == CACHE_NEVER
     assert s.evaluate_named_body({}, ["f"])[1] == CACHE_NEVER
     assert s.evaluate_named_body({}, ["clock"])[1] > 0  # only what the evaluation used counts
+
+
+@pytest.mark.parametrize(
+    ("parameters", "on"),
+    [
+        ({"name": "flexibleRollout", "parameters": {"rollout": "100", "stickiness": "default"}}, True),
+        ({"name": "flexibleRollout", "parameters": {"rollout": "100", "stickiness": "random"}}, True),
+        ({"name": "flexibleRollout", "parameters": {"rollout": "0", "stickiness": "random"}}, False),
+        ({"name": "gradualRolloutRandom", "parameters": {"percentage": "100"}}, True),
+        ({"name": "gradualRolloutRandom", "parameters": {"percentage": "0"}}, False),
+    ],
+    ids=["full-default", "full-random", "zero-random", "random-100", "random-0"],
+)
+def test_full_and_zero_rollouts_need_no_randomness(implementation: str, parameters: dict, on: bool) -> None:
+    # Whatever the draw, a full rollout is on and a zero one off: the answer is decided without it and may
+    # be cached for the whole snapshot.
+    s = snap(implementation, flag("f", [parameters]))
+    for _ in range(20):
+        assert s.is_enabled("f", {}) is on
+    assert s.evaluate_all_body({})[1] == CACHE_SNAPSHOT
+    assert s.evaluate_named_body({}, ["f"])[1] == CACHE_SNAPSHOT
+
+
+def test_a_full_rollout_on_a_custom_field_still_needs_the_field(implementation: str) -> None:
+    parameters = {"rollout": "100", "stickiness": "tenant", "groupId": "g"}
+    s = snap(implementation, flag("f", [{"name": "flexibleRollout", "parameters": parameters}]))
+    assert s.is_enabled("f", {"properties": {"tenant": "acme"}}) is True
+    assert s.is_enabled("f", {}) is False
 
 
 # -------------------------------------------------------------------------------------- the bodies
