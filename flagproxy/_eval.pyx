@@ -249,6 +249,7 @@ ctypedef struct Constraint:
     uint8_t case_insensitive
     uint8_t empty
     double number
+    int64_t flip  # a date comparison of now: the second its answer changes (model.clock_flip), 0: any
     PyObject* values  # frozenset, tuple of str, regex or None, networks, or a comparison target
 
 ctypedef struct Strategy:
@@ -383,6 +384,8 @@ cdef class _Evaluation:
     cdef object now_ns  # and as a date, in nanoseconds
     cdef int64_t second
     cdef bint clock_read
+    cdef bint bounded  # the clock bounds how long the answer holds:
+    cdef int64_t until  # up to this second
     cdef bint never
 
     def __dealloc__(self):
@@ -521,14 +524,25 @@ cdef class _Evaluation:
                 raise OverflowError("the clock is out of range")
             length = strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &parts)
             self.now = PyUnicode_DecodeASCII(text, length, NULL)
+            self.hold_until(self.second)  # whatever reads the text may change at the next second
         return <PyObject*>self.now
 
-    cdef object now_nanoseconds(self):
-        """Now as a date constraint compares it: what parse_date makes of now_text(), without the text."""
+    cdef bint now_compared(self, const Constraint* c) except -1:
+        """A date constraint on a missing currentTime: now against its target (now as parse_date makes it
+        of now_text(), without the text), and how long that answer stands."""
         if self.now_ns is None:
             self.read_clock()
             self.now_ns = self.second * 1_000_000_000
-        return self.now_ns
+        if c.flip == 0:
+            self.hold_until(self.second)
+        elif self.second < c.flip:
+            self.hold_until(c.flip - 1)
+        return _compare_objects(c, self.now_ns)
+
+    cdef inline void hold_until(self, int64_t second) noexcept:
+        if not self.bounded or second < self.until:
+            self.until = second
+            self.bounded = True
 
     cdef inline uint32_t random(self, uint32_t upper) noexcept:
         self.never = True
@@ -537,8 +551,8 @@ cdef class _Evaluation:
     cdef inline int64_t valid_in(self) noexcept:
         if self.never:
             return CACHE_NEVER
-        if self.clock_read:
-            return self.second if self.second > 0 else CACHE_NEVER
+        if self.bounded:
+            return self.until if self.until > 0 else CACHE_NEVER
         return CACHE_SNAPSHOT
 
     # Parsed context values -----------------------------------------------------------------------------
@@ -727,7 +741,7 @@ cdef bint _constraint_holds(const Constraint* c, _Evaluation ev) except -1:
         value = ev.value(c.slot)
         if value == NULL and c.slot == FIELD_CURRENT_TIME:  # a missing currentTime reads as now
             if op == OP_COMPARE and c.kind == KIND_DATE:
-                return _compare_objects(c, ev.now_nanoseconds()) != c.inverted
+                return ev.now_compared(c) != c.inverted
             value = ev.now_text()
         result = False if value == NULL else _operator_holds(c, value, ev)
     return result != c.inverted
@@ -952,6 +966,7 @@ cdef class Engine:
         target.case_insensitive = c.case_insensitive
         target.empty = (c.op == OP_IN or c.op == OP_NOT_IN) and not c.values
         target.number = c.values if (c.op == OP_COMPARE and c.kind == KIND_NUMBER) else 0.0
+        target.flip = _m.clock_flip(c.cmp, c.values) if (c.op == OP_COMPARE and c.kind == KIND_DATE) else 0
         target.values = self._own(c.values)
         return 0
 

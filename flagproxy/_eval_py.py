@@ -27,7 +27,7 @@ _RANDOM = random.Random()
 class Context:
     """An evaluation context, normalised like Yggdrasil's `Context::from_map` (evaluation.md 2.2)."""
 
-    __slots__ = ("cache", "fields", "never", "now", "properties", "second")
+    __slots__ = ("cache", "fields", "never", "now", "properties", "second", "until")
 
     def __init__(self, raw: Mapping[str, Any]) -> None:
         properties: dict[str, str] = {}
@@ -50,6 +50,7 @@ class Context:
         self.properties = properties
         self.never = False  # randomness or a custom strategy decided something
         self.second: int | None = None  # the one clock reading of this evaluation, if it needed one
+        self.until: int | None = None  # the last second the answer is known to hold, if the clock bounds it
         self.now: str | None = None
         self.cache: dict[tuple[int, str], Any] = {}
 
@@ -68,20 +69,41 @@ class Context:
             return self.properties.get(prop)  # type: ignore[arg-type]
         return self.fields[field]
 
-    def current_time(self) -> str:
+    def read_clock(self) -> int:
         """Now, read once per evaluation: every use of the clock sees the same second."""
-        if self.now is None:
+        if self.second is None:
             self.second = int(time.time())
-            self.now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.second))
+        return self.second
+
+    def current_time(self) -> str:
+        """Now as text. Whatever reads it may change its answer at the next second."""
+        second = self.read_clock()
+        if self.now is None:
+            self.now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
+        self.hold_until(second)
         return self.now
+
+    def now_compared(self, c: m.Constraint) -> bool:
+        """A date constraint on a missing currentTime: now against its target, and how long that stands."""
+        second = self.read_clock()
+        flip = m.clock_flip(c.cmp, c.values)
+        if flip == 0:
+            self.hold_until(second)
+        elif second < flip:
+            self.hold_until(flip - 1)
+        return _compare(c, second * 10**9)
+
+    def hold_until(self, second: int) -> None:
+        if self.until is None or second < self.until:
+            self.until = second
 
     @property
     def valid_in(self) -> int:
-        """How long the answer holds: CACHE_NEVER, CACHE_SNAPSHOT, or the clock second it read."""
+        """How long the answer holds: CACHE_NEVER, CACHE_SNAPSHOT, or the last second it holds in."""
         if self.never:
             return m.CACHE_NEVER
-        if self.second is not None:
-            return self.second if self.second > 0 else m.CACHE_NEVER
+        if self.until is not None:
+            return self.until if self.until > 0 else m.CACHE_NEVER
         return m.CACHE_SNAPSHOT
 
     def parsed(self, kind: int, value: str) -> Any:
@@ -146,10 +168,17 @@ def _constraint_holds(c: m.Constraint, ctx: Context) -> bool:
         else:
             value = ctx.lookup(c.field, c.prop)
             result = value is None or value not in c.values
+    elif op == m.OP_COMPARE and c.kind == m.KIND_DATE and _reads_now(c, ctx):
+        result = ctx.now_compared(c)
     else:
         value = ctx.lookup(c.field, c.prop)
         result = False if value is None else _operator_holds(c, value, ctx)
     return result != c.inverted
+
+
+def _reads_now(c: m.Constraint, ctx: Context) -> bool:
+    """A constraint on currentTime when the context has none: it reads as now (Yggdrasil)."""
+    return c.field == m.FIELD_CURRENT_TIME and ctx.fields[c.field] is None
 
 
 def _operator_holds(c: m.Constraint, value: str, ctx: Context) -> bool:

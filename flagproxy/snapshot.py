@@ -18,10 +18,14 @@ response cache knows what it may keep:
   stickiness, the random fallback of default stickiness, gradualRolloutRandom, a variant without a
   stickiness value) or called a custom strategy.
 - `CACHE_SNAPSHOT` (0): valid for as long as this snapshot is the current one.
-- a positive N: valid only while the wall clock's Unix second (`int(time.time())`) is N. The evaluation read
+- a positive N: valid until the wall clock's Unix second (`int(time.time())`) passes N. The evaluation read
   the clock, for a constraint or rollout on a currentTime the context did not give, and nothing random.
   It reads the clock at most once and uses that second throughout, as "now" in text
-  ("%Y-%m-%dT%H:%M:%SZ") and as a date.
+  ("%Y-%m-%dT%H:%M:%SZ") and as a date. Whatever read the text may change at the next second, so N is
+  that second; a date constraint (DATE_AFTER, DATE_BEFORE) keeps its answer until its date passes, so it
+  bounds N by the second before that, and one whose date has passed does not bound it at all (time only
+  moves forward: a scheduled launch of last year is decided for good, and with nothing else the answer
+  is `CACHE_SNAPSHOT`). The nearest bound wins.
 
 Only what an evaluation actually used counts: a rollout that a failing constraint skips, or a currentTime
 constraint of a flag that is disabled, does not make the answer uncacheable.

@@ -60,10 +60,25 @@ STRATEGY_CUSTOM = 8
 STRATEGY_UNKNOWN = 9  # no built-in or custom strategy of that name: false
 
 # How long an evaluation's answer holds (the second item the body methods return): never cache it (it used
-# randomness or a custom strategy), for the whole snapshot, or a positive Unix second N: only while the
-# wall clock's second is N (it read the clock for a missing currentTime).
+# randomness or a custom strategy), for the whole snapshot, or a positive Unix second N: only until the
+# wall clock's second passes N (it read the clock for a missing currentTime; see clock_flip).
 CACHE_NEVER = -1
 CACHE_SNAPSHOT = 0
+
+
+def clock_flip(cmp: int, target_ns: Any) -> int:
+    """For a date comparison of "now" (a missing currentTime) with `target_ns`: the first Unix second at
+    which its answer changes as the clock moves on, or 0 when it can change at any second. Now compares as
+    `second * 10**9`, so `now > T` turns true at second T // 10**9 + 1 and `now < T` turns false at
+    ceil(T / 10**9); before that second the answer stands, and from it on it never changes again."""
+    if not isinstance(target_ns, int):
+        return 0
+    if cmp in (CMP_GT, CMP_LTE):
+        return target_ns // 10**9 + 1
+    if cmp in (CMP_GTE, CMP_LT):
+        return -(-target_ns // 10**9)
+    return 0
+
 
 NO_VARIANT = ("disabled", None, False)
 VARIANT_SEED = 86028157  # Yggdrasil's VARIANT_NORMALIZATION_SEED

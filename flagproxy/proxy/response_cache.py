@@ -7,8 +7,9 @@ the finished body, its ETag and the per-toggle outcomes that usage metrics count
 into the context is fixed per app (forced environment, app name), so equal keys give equal answers.
 
 An answer is stored only as long as the engine says it stays true (`valid_in`, flagproxy/snapshot.py):
-for the whole snapshot, or only within the wall-clock second it read (a missing currentTime), never when it
-used randomness or a custom strategy. A new snapshot empties the cache. One cache serves all the toggle
+for the whole snapshot, or up to the wall-clock second the clock bounds it by (a missing currentTime: until
+a scheduled date passes, or within the second its text was read), never when it used randomness or a
+custom strategy. A new snapshot empties the cache. One cache serves all the toggle
 routes of a worker, so its bound (RESPONSE_CACHE_MB, in bytes of bodies and keys) is the worker's; when it
 is reached the oldest entries go first (a dict keeps insertion order, so that costs nothing on a hit,
 unlike an LRU's reordering).
@@ -68,9 +69,9 @@ class ResponseCache:
         answer = self._entries.get(key)
         if answer is None or answer.valid_in == CACHE_SNAPSHOT:
             return answer
-        if answer.valid_in == int(time.time()):
+        if int(time.time()) <= answer.valid_in:
             return answer
-        self._drop(key)  # its second has passed
+        self._drop(key)  # its last second has passed
         return None
 
     def put(self, snapshot: Any, key: Any, body: bytes, etag: str, outcomes: Any, valid_in: int) -> None:

@@ -332,8 +332,9 @@ def test_an_answer_without_clock_or_randomness_holds_for_the_snapshot(implementa
     assert s.evaluate_named_body(context, ["f", "g", "unknown"])[1] == CACHE_SNAPSHOT
 
 
-def test_reading_the_clock_makes_an_answer_valid_for_that_second(implementation: str) -> None:
-    s = snap(implementation, flag("f", [constrained(AFTER_2020)]))
+def test_reading_now_as_text_makes_an_answer_valid_for_that_second(implementation: str) -> None:
+    starts_with_20 = {"contextName": "currentTime", "operator": "STR_STARTS_WITH", "values": ["20"]}
+    s = snap(implementation, flag("f", [constrained(starts_with_20)]))
     before = int(time.time())
     body, valid_in = s.evaluate_all_body({"userId": "1"})
     after = int(time.time())
@@ -348,6 +349,37 @@ def test_reading_the_clock_makes_an_answer_valid_for_that_second(implementation:
         flag("f", [constrained({"contextName": "currentTime", "operator": "IN", "values": []})]),
     )
     assert empty.evaluate_all_body({})[1] == CACHE_SNAPSHOT
+
+
+def test_a_date_compared_with_now_holds_until_the_date_passes(implementation: str) -> None:
+    # Time only moves forward: a date in the past is decided for good, one ahead until its second.
+    base = int(time.time())
+    ahead, past = _iso(base + 100), "2020-01-01T00:00:00Z"
+    cases = [
+        ("DATE_AFTER", past, True, CACHE_SNAPSHOT),
+        ("DATE_BEFORE", past, False, CACHE_SNAPSHOT),
+        ("DATE_AFTER", ahead, False, base + 100),  # on from the first instant after base + 100
+        ("DATE_BEFORE", ahead, True, base + 99),  # off from base + 100 itself
+    ]
+    for operator, value, on, valid_in in cases:
+        for inverted in (False, True):
+            constraint = {"contextName": "currentTime", "operator": operator, "value": value}
+            constraint["inverted"] = inverted
+            s = snap(implementation, flag("f", [constrained(constraint)]))
+            assert s.is_enabled("f", {}) is (on != inverted), (operator, value, inverted)
+            assert s.evaluate_all_body({})[1] == valid_in, (operator, value, inverted)
+            assert s.evaluate_named_body({}, ["f"])[1] == valid_in
+    # The nearest bound wins, and a text read of now bounds the answer to its second.
+    soon = {"contextName": "currentTime", "operator": "DATE_AFTER", "value": _iso(base + 50)}
+    later = {"contextName": "currentTime", "operator": "DATE_BEFORE", "value": _iso(base + 80)}
+    s = snap(implementation, flag("a", [constrained(soon)]), flag("b", [constrained(later)]))
+    assert s.evaluate_all_body({})[1] == base + 50
+    text = {"contextName": "currentTime", "operator": "STR_CONTAINS", "values": ["T"]}
+    s = snap(implementation, flag("a", [constrained(soon)]), flag("t", [constrained(text)]))
+    before = int(time.time())
+    assert before <= s.evaluate_all_body({})[1] <= int(time.time())
+    # A context with its own currentTime needs no clock at all.
+    assert s.evaluate_all_body({"currentTime": _iso(base)})[1] == CACHE_SNAPSHOT
 
 
 def test_one_evaluation_reads_the_clock_once(implementation: str) -> None:
@@ -381,7 +413,8 @@ def test_one_evaluation_reads_the_clock_once(implementation: str) -> None:
     ids=["default-stickiness", "random-stickiness", "random-rollout", "random-variant"],
 )
 def test_randomness_is_never_cached(implementation: str, feature: dict[str, Any]) -> None:
-    s = snap(implementation, feature, flag("clock", [constrained(AFTER_2020)]))
+    now_as_text = {"contextName": "currentTime", "operator": "STR_STARTS_WITH", "values": ["20"]}
+    s = snap(implementation, feature, flag("clock", [constrained(now_as_text)]))
     assert s.evaluate_all_body({})[1] == CACHE_NEVER
     assert s.evaluate_all_body({"currentTime": "2021-01-01T00:00:00Z"})[1] == CACHE_NEVER
     assert s.evaluate_named_body({}, ["f"])[1] == CACHE_NEVER
