@@ -249,7 +249,7 @@ ctypedef struct Constraint:
     uint8_t case_insensitive
     uint8_t empty
     double number
-    int64_t flip  # a date comparison of now: the second its answer changes (model.clock_flip), 0: any
+    int64_t flip  # a date comparison of now: the second its answer changes (model.Constraint.flip), 0: any
     PyObject* values  # frozenset, tuple of str, regex or None, networks, or a comparison target
 
 ctypedef struct Strategy:
@@ -966,7 +966,7 @@ cdef class Engine:
         target.case_insensitive = c.case_insensitive
         target.empty = (c.op == OP_IN or c.op == OP_NOT_IN) and not c.values
         target.number = c.values if (c.op == OP_COMPARE and c.kind == KIND_NUMBER) else 0.0
-        target.flip = _m.clock_flip(c.cmp, c.values) if (c.op == OP_COMPARE and c.kind == KIND_DATE) else 0
+        target.flip = c.flip
         target.values = self._own(c.values)
         return 0
 

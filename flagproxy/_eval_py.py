@@ -86,11 +86,10 @@ class Context:
     def now_compared(self, c: m.Constraint) -> bool:
         """A date constraint on a missing currentTime: now against its target, and how long that stands."""
         second = self.read_clock()
-        flip = m.clock_flip(c.cmp, c.values)
-        if flip == 0:
+        if c.flip == 0:
             self.hold_until(second)
-        elif second < flip:
-            self.hold_until(flip - 1)
+        elif second < c.flip:
+            self.hold_until(c.flip - 1)
         return _compare(c, second * 10**9)
 
     def hold_until(self, second: int) -> None:

@@ -92,7 +92,7 @@ class Constraint:
     nanoseconds or a semver key), a compiled regex or None for an invalid pattern (REGEX), networks
     (IN_CIDR)."""
 
-    __slots__ = ("case_insensitive", "cmp", "field", "inverted", "kind", "op", "prop", "values")
+    __slots__ = ("case_insensitive", "cmp", "field", "flip", "inverted", "kind", "op", "prop", "values")
 
     def __init__(
         self,
@@ -114,6 +114,8 @@ class Constraint:
         self.case_insensitive = case_insensitive
         self.cmp = cmp
         self.kind = kind
+        # For a date compared with now (a missing currentTime): when its answer changes (clock_flip).
+        self.flip = clock_flip(cmp, values) if op == OP_COMPARE and kind == KIND_DATE else 0
 
 
 class Variant:
