@@ -10,7 +10,10 @@ reads), and equal constraints (segments, repeated appName/environment checks...)
 Per request an `_Evaluation` resolves a slot the first time it is read and remembers every constraint's
 answer, so each distinct constraint is decided once per request, however many flags use it. Rollout
 hashes start from the MurmurHash3 state of "<group>:" computed at build time and only hash the
-identifier. The body is assembled with one allocation and memcpy from the blob. Rare operators (dates,
+identifier. The body is assembled with one allocation and memcpy from the blob, whose main line holds
+every flag's no-variant answer in flag order, so a run of flags that are on is one copy. Whole-list answers
+go through plans: contexts whose plan constraints answer alike share the flags those answers decide, and
+only the rest is walked per request (Engine._plan_key). Rare operators (dates,
 semver, regex, CIDR, custom strategies) call the same Python helpers as the pure twin, so the two agree
 by construction; their parsed context values are cached per slot for the length of one request.
 """
@@ -22,8 +25,8 @@ from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.unicode cimport PyUnicode_Tailmatch
 from libc.math cimport fabs
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.stdlib cimport calloc, free, malloc
-from libc.string cimport memcpy
+from libc.stdlib cimport calloc, free, malloc, realloc
+from libc.string cimport memcpy, memset
 from libc.time cimport gmtime_r, strftime, time_t, tm
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
@@ -40,6 +43,7 @@ cdef extern from "Python.h":
 
 
 import os as _os
+import time as _time
 
 import orjson as _orjson
 
@@ -94,6 +98,18 @@ cdef int64_t CACHE_SNAPSHOT = _m.CACHE_SNAPSHOT
 cdef double FLOAT_EPSILON = 2.220446049250313e-16
 
 _STANDARD_FIELDS = _m.STANDARD_FIELDS
+
+
+cdef bint _plan_constraint(object c, int64_t now):
+    """Whether the constraint's answer goes into plan keys: not when it is on a user or session id (they
+    differ per user: a plan per user would be a cache of nothing), nor on currentTime, unless it compares
+    it with a date that has passed (a missing currentTime then reads as now without bounding how long the
+    answer holds, see _Evaluation.now_compared; any other reading of now bounds it to the second)."""
+    if c.field == FIELD_USER_ID or c.field == FIELD_SESSION_ID:
+        return False
+    if c.field == FIELD_CURRENT_TIME:
+        return c.op == OP_COMPARE and c.kind == KIND_DATE and 0 < c.flip <= now
+    return True
 _FIELD_CODES = _m.FIELD_CODES
 
 # Slots 0..5 are the standard fields (their FIELD_* codes); properties the snapshot reads come after.
@@ -312,6 +328,51 @@ cdef void* _table(Py_ssize_t count, size_t size) except NULL:
     if table == NULL:
         raise MemoryError()
     return table
+
+
+cdef void* _shrink(void* table, size_t size) noexcept:
+    """The table cut down to `size` bytes (or left as it is if realloc fails: it is only bigger)."""
+    cdef void* smaller = realloc(table, size if size > 0 else 1)
+    return smaller if smaller != NULL else table
+
+
+cdef inline Py_ssize_t _add_part(Fragment* parts, Py_ssize_t count, const Fragment* fragment) noexcept:
+    """Appends a fragment to a body's parts, and returns the new count. A fragment that follows the last
+    part on the main line (one comma between them) extends that part instead: one memcpy for the run."""
+    cdef Fragment* last
+    if count:
+        last = &parts[count - 1]
+        if last.data + last.size + 1 == fragment.data and last.data[last.size] == 44:  # b","
+            last.size += fragment.size + 1
+            return count
+    parts[count] = fragment[0]
+    return count + 1
+
+
+# Plans (Engine._plan_key): a context's answers of the snapshot's plan constraints decide most flags for
+# every user who shares them; a plan keeps those answers and leaves the rest to walk.
+cdef int32_t UNDECIDED = -2
+cdef Py_ssize_t PLAN_BYTES_LIMIT = 8 * 1024 * 1024  # per snapshot and worker; the oldest plans go first
+cdef Py_ssize_t PLAN_SEEN_LIMIT = 4096  # keys seen once remembered, before the doorkeeper starts over
+cdef Py_ssize_t PLAN_OVERHEAD = 200  # the object, its dict slot, roughly
+cdef Py_ssize_t PLAN_CONSTRAINTS_FREE = 256  # more plan constraints than this and than flags: no plans
+
+
+@cython.final
+@cython.no_gc
+cdef class _Plan:
+    """The body of a context's plan key: steps in flag order, each a fixed part (-1 - index into parts)
+    or a flag to walk (its index)."""
+
+    cdef int32_t* steps
+    cdef Fragment* parts
+    cdef Py_ssize_t n_steps
+    cdef Py_ssize_t walked  # steps that are flags
+    cdef Py_ssize_t size  # bytes it holds, for the bound
+
+    def __dealloc__(self):
+        free(self.steps)
+        free(self.parts)
 
 
 cdef object _constraint_key(object c, int slot):
@@ -776,6 +837,7 @@ cdef class Engine:
     cdef readonly dict index
     cdef readonly tuple slot_names  # slot -> context field or property name
     cdef tuple member_index  # slot -> {value: membership tests whose set holds it}
+    cdef tuple _member_slots  # the slots with membership tests
     cdef Py_ssize_t n_members
     cdef list keep  # owns every object the tables point to
     cdef Flag* _flags
@@ -790,6 +852,18 @@ cdef class Engine:
     cdef Py_ssize_t n_flags
     cdef int n_slots
     cdef Py_ssize_t n_constraints
+    # Plans: the constraints whose answers make the key (not on userId, sessionId or currentTime, of enabled
+    # flags), a byte per constraint that says whether it is one, and the plans by key.
+    cdef bint planning
+    cdef uint32_t* _plan_ids
+    cdef Py_ssize_t n_plan_ids
+    cdef uint8_t* _in_plan
+    cdef dict _plans
+    cdef set _plan_seen
+    cdef Py_ssize_t _plan_bytes
+    cdef public Py_ssize_t plan_bytes_limit  # PLAN_BYTES_LIMIT; tests lower it
+    cdef Py_ssize_t plans_built
+    cdef Py_ssize_t plan_hits
 
     implementation = "compiled"
 
@@ -811,6 +885,8 @@ cdef class Engine:
         free(self._overrides)
         free(self._dependencies)
         free(self._fragments)
+        free(self._plan_ids)
+        free(self._in_plan)
 
     # Building the tables (once per snapshot) ---------------------------------------------------------
 
@@ -831,6 +907,8 @@ cdef class Engine:
         cdef list keys = []  # per constraint reference, in walk order
         cdef list unique = []
         cdef list fragments = []
+        cdef set plan_ids = set()  # constraint ids
+        cdef int64_t now = <int64_t>_time.time()
         cdef Py_ssize_t n_strategies = 0, n_lists = 0, n_variants = 0, n_overrides = 0, n_dependencies = 0
         cdef Py_ssize_t i, offset
         cdef bytes blob
@@ -847,6 +925,8 @@ cdef class Engine:
                         constraint_ids[key] = len(unique)
                         unique.append(c)
                     keys.append(key)
+                    if f.enabled and not f.broken and _plan_constraint(c, now):
+                        plan_ids.add(constraint_ids[key])
             for vl in variant_lists:
                 n_lists += 1
                 n_variants += len(vl.variants)
@@ -872,14 +952,27 @@ cdef class Engine:
             self._fill_constraint(&self._constraints[i], c, self._slot(slots, c.field, c.prop))
         for i, key in enumerate(keys):
             self._constraint_ids[i] = constraint_ids[key]
+        self._fill_plan_ids(sorted(plan_ids))
 
-        blob = b"".join(fragments)
+        # The blob starts with the main line: every flag's no-variant answer, in flag order, joined by
+        # commas, as they stand in a body. A run of consecutive flags that are on without a variant is then
+        # one slice of it, copied with one memcpy (see _add_part). The other answers follow.
+        main_line = b",".join(f.enabled_list[0] for f in self.flags)
+        blob = main_line + b"".join(fragment for f in self.flags for fragment in (*f.enabled_list[1:], f.disabled_all))
         self._own(blob)
-        offset = 0
-        for i, fragment in enumerate(fragments):
-            self._fragments[i].data = PyBytes_AS_STRING(blob) + offset
-            self._fragments[i].size = len(fragment)
-            offset += len(fragment)
+        cdef const char* main_at = PyBytes_AS_STRING(blob)
+        cdef const char* rest_at = main_at + len(main_line)
+        i = 0
+        for f in self.flags:
+            for k, fragment in enumerate((*f.enabled_list, f.disabled_all)):
+                if k == 0:
+                    self._fragments[i].data = main_at
+                    main_at += len(fragment) + 1
+                else:
+                    self._fragments[i].data = rest_at
+                    rest_at += len(fragment)
+                self._fragments[i].size = len(fragment)
+                i += 1
 
         # Strategies, lists, variants, dependencies and fragments are laid out in walk order, so a request
         # reads each table front to back.
@@ -893,6 +986,22 @@ cdef class Engine:
         self.member_index = tuple(
             {value: tuple(tests) for value, tests in members.get(slot, {}).items()} for slot in range(self.n_slots)
         )
+        self._member_slots = tuple(slot for slot in range(self.n_slots) if self.member_index[slot])
+        return 0
+
+    cdef int _fill_plan_ids(self, list plan_ids) except -1:
+        self.n_plan_ids = len(plan_ids)
+        self._plan_ids = <uint32_t*>_table(self.n_plan_ids, sizeof(uint32_t))
+        self._in_plan = <uint8_t*>_table(self.n_constraints, sizeof(uint8_t))
+        for i, index in enumerate(plan_ids):
+            self._plan_ids[i] = index
+            self._in_plan[<Py_ssize_t>index] = 1
+        # Every request evaluates all of them: with more than there are flags they might cost more than
+        # the walk they save.
+        self.planning = self.n_plan_ids <= max(PLAN_CONSTRAINTS_FREE, self.n_flags)
+        self.plan_bytes_limit = PLAN_BYTES_LIMIT
+        self._plans = {}
+        self._plan_seen = set()
         return 0
 
     cdef int32_t _member(self, _Cursor at, dict members, int slot, object values) except -1:
@@ -1189,30 +1298,221 @@ cdef class Engine:
     def evaluate_all_body(self, context, bint include_disabled=False):
         """(body, valid_in): the toggles of GET /proxy (or /proxy/all), and how long that answer holds."""
         cdef _Evaluation ev = self._start(context)
-        cdef Py_ssize_t n = self.n_flags
-        cdef int32_t* chosen = <int32_t*>malloc((n if n > 0 else 1) * sizeof(int32_t))
-        cdef Py_ssize_t count = 0, total, i
+        cdef _Plan plan = None
+        cdef bytes key
+        if self.planning:
+            key = self._plan_key(ev, include_disabled)
+            plan = self._plans.get(key)
+            if plan is None:
+                plan = self._admit_plan(key, ev, include_disabled)
+            else:
+                self.plan_hits += 1
+        return self._assemble(ev, plan, include_disabled), ev.valid_in()
+
+    cdef bytes _assemble(self, _Evaluation ev, _Plan plan, bint include_disabled):
+        """The body: with a plan, only the flags it left undecided are walked; without one, every flag."""
+        cdef Py_ssize_t n = plan.n_steps if plan is not None else self.n_flags
+        cdef Fragment* parts = <Fragment*>malloc((n if n > 0 else 1) * sizeof(Fragment))
+        cdef Py_ssize_t count = 0, i
+        cdef int32_t step, found
         cdef const Flag* flag
-        cdef int32_t found, fragment
-        if chosen == NULL:
+        if parts == NULL:
             raise MemoryError()
         try:
-            total = 0
             for i in range(n):
-                flag = &self._flags[i]
+                if plan is None:
+                    step = <int32_t>i
+                else:
+                    step = plan.steps[i]
+                    if step < 0:
+                        count = _add_part(parts, count, &plan.parts[-step - 1])
+                        continue
+                flag = &self._flags[step]
                 found = self._outcome(flag, ev)
                 if found >= 0:
-                    fragment = flag.fragments + found
+                    count = _add_part(parts, count, &self._fragments[flag.fragments + found])
                 elif include_disabled:
-                    fragment = flag.disabled
-                else:
-                    continue
-                chosen[count] = fragment
-                total += self._fragments[fragment].size
-                count += 1
-            return self._join(chosen, count, total), ev.valid_in()
+                    count = _add_part(parts, count, &self._fragments[flag.disabled])
+            return self._join(parts, count)
         finally:
-            free(chosen)
+            free(parts)
+
+    # Plans: the flags a context's plan constraints decide, shared by contexts with the same answers ----
+
+    cdef bytes _plan_key(self, _Evaluation ev, bint include_disabled):
+        """include_disabled, then the answer of every plan constraint for this context, a bit each.
+        Evaluating them all up front costs little: the walk would ask for nearly all of them anyway, and
+        each is decided once per request (the memo), so the walk then finds them answered."""
+        cdef Py_ssize_t i, n = self.n_plan_ids, size = 1 + (n + len(self._member_slots) + 7) // 8
+        cdef bytes key = PyBytes_FromStringAndSize(NULL, size)
+        cdef uint8_t* bits = <uint8_t*>PyBytes_AS_STRING(key)
+        memset(bits, 0, size)
+        bits[0] = include_disabled
+        for i in range(n):
+            if ev.holds(self._plan_ids[i]):
+                bits[1 + (i >> 3)] |= <uint8_t>(1 << (i & 7))
+        for slot in self._member_slots:  # then whether each of these fields' value is listed anywhere
+            if self._listed(ev, <int>slot):
+                bits[1 + (n >> 3)] |= <uint8_t>(1 << (n & 7))
+            n += 1
+        return key
+
+    cdef _Plan _admit_plan(self, bytes key, _Evaluation ev, bint include_disabled):
+        """The plan of `key` from the second time the key is seen on (a key seen once may never come back:
+        building its plan would cost a walk for nothing), else None."""
+        cdef _Plan plan
+        if key not in self._plan_seen:
+            if len(self._plan_seen) >= PLAN_SEEN_LIMIT:
+                self._plan_seen.clear()
+            self._plan_seen.add(key)
+            return None
+        self._plan_seen.discard(key)
+        plan = self._build_plan(ev, include_disabled)
+        plan.size += PyBytes_GET_SIZE(key)
+        self.plans_built += 1
+        if plan.size > self.plan_bytes_limit:
+            return plan  # used once, kept by nobody
+        while self._plan_bytes + plan.size > self.plan_bytes_limit:  # the oldest go first
+            self._plan_bytes -= (<_Plan>self._plans.pop(next(iter(self._plans)))).size
+        self._plans[key] = plan
+        self._plan_bytes += plan.size
+        return plan
+
+    cdef _Plan _build_plan(self, _Evaluation ev, bint include_disabled):
+        """Steps in flag order: the flags the plan constraints' answers decide become fixed parts of the
+        body (runs of them on the main line merged into one part), the rest stay flags to walk."""
+        cdef _Plan plan = _Plan.__new__(_Plan)
+        cdef Py_ssize_t n = self.n_flags, i, steps = 0, parts = 0
+        cdef int32_t found
+        cdef const Flag* flag
+        cdef const Fragment* fragment
+        plan.steps = <int32_t*>_table(n, sizeof(int32_t))  # at most one step a flag
+        plan.parts = <Fragment*>_table(n, sizeof(Fragment))
+        for i in range(n):
+            flag = &self._flags[i]
+            found = self._decided_outcome(flag, ev)
+            if found == UNDECIDED:
+                plan.steps[steps] = <int32_t>i
+                steps += 1
+                plan.walked += 1
+                continue
+            if found >= 0:
+                fragment = &self._fragments[flag.fragments + found]
+            elif include_disabled:
+                fragment = &self._fragments[flag.disabled]
+            else:
+                continue
+            if steps and plan.steps[steps - 1] < 0:
+                if _add_part(plan.parts, parts, fragment) == parts:
+                    continue  # it extended the last part
+            else:
+                plan.parts[parts] = fragment[0]
+            plan.steps[steps] = -<int32_t>(parts + 1)
+            steps += 1
+            parts += 1
+        plan.n_steps = steps
+        plan.steps = <int32_t*>_shrink(plan.steps, steps * sizeof(int32_t))
+        plan.parts = <Fragment*>_shrink(plan.parts, parts * sizeof(Fragment))
+        plan.size = steps * sizeof(int32_t) + parts * sizeof(Fragment) + PLAN_OVERHEAD
+        return plan
+
+    cdef int32_t _decided_outcome(self, const Flag* flag, _Evaluation ev) except -3:
+        """What _outcome would answer when the plan key decides it (the plan constraints' answers are in
+        ev's memo), else UNDECIDED: anything else the walk would read first (another constraint, a
+        rollout's hash, a listed user id, the clock, randomness) leaves the flag to be walked per request."""
+        cdef int32_t i, matched
+        if not flag.enabled or flag.broken:
+            return -1
+        for i in range(flag.dependencies, flag.dependencies + flag.n_dependencies):
+            matched = self._decided_dependency(&self._dependencies[i], ev)
+            if matched != 1:
+                return matched  # UNDECIDED, or -1: off
+        matched = self._decided_match(flag, ev)
+        if matched == UNDECIDED:
+            return UNDECIDED
+        if matched < 0 and flag.has_strategies:
+            return -1
+        return 0 if self._no_variant(self._variant_list(flag, matched), ev) else UNDECIDED
+
+    cdef int32_t _decided_match(self, const Flag* flag, _Evaluation ev) except -3:
+        """_first_match's answer when the plan key decides it, else UNDECIDED."""
+        cdef int32_t i, j
+        cdef const Strategy* s
+        cdef const uint32_t* ids
+        cdef bint ok
+        for i in range(flag.strategies, flag.strategies + flag.n_strategies):
+            s = &self._strategies[i]
+            ids = &self._constraint_ids[s.constraints]
+            ok = True
+            for j in range(s.n_constraints):
+                if not self._in_plan[ids[j]]:
+                    return UNDECIDED  # the walk reads it here, whatever the constraints after it say
+                if ev.memo[ids[j]] != 2:
+                    ok = False
+                    break
+            if not ok:
+                continue
+            if s.kind == STRATEGY_DEFAULT or (s.kind == STRATEGY_CONSTANT and s.constant):
+                return i
+            if s.kind == STRATEGY_CONSTANT:
+                continue
+            if s.kind == STRATEGY_USER_WITH_ID and not self._listed(ev, FIELD_USER_ID):
+                continue  # a user id no list holds
+            return UNDECIDED
+        return -1
+
+    cdef bint _no_variant(self, int32_t list_index, _Evaluation ev) except -1:
+        """Whether _pick_variant surely picks none: no list, or a list of zero weight whose overrides
+        cannot match (no override's field has a value any override lists)."""
+        cdef const VariantList* vl
+        cdef int32_t i, j
+        if list_index < 0:
+            return True
+        vl = &self._lists[list_index]
+        if vl.total != 0:
+            return False  # a hash or randomness picks one
+        if vl.has_overrides:
+            for i in range(vl.variants, vl.variants + vl.n_variants):
+                for j in range(self._variants[i].overrides, self._variants[i].overrides + self._variants[i].n_overrides):
+                    if self._listed(ev, self._overrides[j].slot):
+                        return False
+        return True
+
+    cdef int32_t _decided_dependency(self, const Dependency* dep, _Evaluation ev) except -3:
+        """_dependency_holds's answer (1 or -1) when the plan key decides it, else UNDECIDED."""
+        cdef const Flag* parent
+        cdef int32_t matched = -1
+        cdef bint parent_on
+        if dep.parent < 0:
+            return -1
+        parent = &self._flags[dep.parent]
+        if parent.n_dependencies > 0:
+            return -1
+        if not parent.broken:
+            matched = self._decided_match(parent, ev)
+            if matched == UNDECIDED:
+                return UNDECIDED
+        parent_on = parent.enabled and not parent.broken and (matched >= 0 or not parent.has_strategies)
+        if dep.variants != NULL and not self._no_variant(self._variant_list(parent, matched), ev):
+            return UNDECIDED
+        return 1 if parent_on == dep.enabled else -1
+
+    cdef bint _listed(self, _Evaluation ev, int slot) except -1:
+        """Whether the slot's value is in the set of any membership test (userWithId, overrides)."""
+        cdef PyObject* value = ev.value(slot)
+        return value != NULL and <object>value in <dict>self.member_index[slot]
+
+    def plan_stats(self):
+        """For tests and benchmarks: whether this snapshot plans, and how its plans were used."""
+        return {
+            "planning": bool(self.planning),
+            "plan_constraints": self.n_plan_ids,
+            "plans": len(self._plans),
+            "bytes": self._plan_bytes,
+            "built": self.plans_built,
+            "hits": self.plan_hits,
+            "walked": [(<_Plan>plan).walked for plan in self._plans.values()],
+        }
 
     def evaluate_named_body(self, context, names):
         """(body, valid_in, outcomes) for POST /proxy: one toggle per requested name, in order."""
@@ -1236,13 +1536,14 @@ cdef class Engine:
                 outcomes.append((name, False, "disabled"))
         return _BODY_PREFIX + b",".join(fragments) + _BODY_SUFFIX, ev.valid_in(), outcomes
 
-    cdef bytes _join(self, const int32_t* chosen, Py_ssize_t count, Py_ssize_t total):
-        """b'{"toggles":[' + b','.join(fragments) + b']}' in one allocation."""
+    cdef bytes _join(self, const Fragment* parts, Py_ssize_t count):
+        """b'{"toggles":[' + b','.join(parts) + b']}' in one allocation."""
         cdef bytes prefix = _BODY_PREFIX
         cdef bytes suffix = _BODY_SUFFIX
         cdef Py_ssize_t i
-        cdef const Fragment* fragment
-        total += PyBytes_GET_SIZE(prefix) + PyBytes_GET_SIZE(suffix) + (count - 1 if count > 1 else 0)
+        cdef Py_ssize_t total = PyBytes_GET_SIZE(prefix) + PyBytes_GET_SIZE(suffix) + (count - 1 if count > 1 else 0)
+        for i in range(count):
+            total += parts[i].size
         cdef bytes body = PyBytes_FromStringAndSize(NULL, total)
         cdef char* out = PyBytes_AS_STRING(body)
         memcpy(out, PyBytes_AS_STRING(prefix), PyBytes_GET_SIZE(prefix))
@@ -1251,8 +1552,7 @@ cdef class Engine:
             if i:
                 out[0] = b","
                 out += 1
-            fragment = &self._fragments[chosen[i]]
-            memcpy(out, fragment.data, fragment.size)
-            out += fragment.size
+            memcpy(out, parts[i].data, parts[i].size)
+            out += parts[i].size
         memcpy(out, PyBytes_AS_STRING(suffix), PyBytes_GET_SIZE(suffix))
         return body

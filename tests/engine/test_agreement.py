@@ -177,12 +177,16 @@ def test_compiled_and_pure_agree(payload: dict[str, Any], contexts: list[dict[st
     assert compiled.warnings == pure.warnings
     assert compiled.names == pure.names
     for ctx in contexts:
-        for include_disabled in (False, True):
-            body_c, valid_c = compiled.evaluate_all_body(ctx, include_disabled)
-            body_p, valid_p = pure.evaluate_all_body(ctx, include_disabled)
-            assert _validity(valid_c) == _validity(valid_p)
-            if valid_c != CACHE_NEVER:  # random rollouts differ between two calls, let alone two evaluators
-                assert body_c == body_p
+        # Three times each: the compiled evaluator plans a context from its second request on (see
+        # test_plans.py), and other users of the same context share that plan.
+        for user_ctx in (ctx, {**ctx, "userId": "another"}):
+            for include_disabled in (False, True):
+                body_p, valid_p = pure.evaluate_all_body(user_ctx, include_disabled)
+                for _ in range(3):
+                    body_c, valid_c = compiled.evaluate_all_body(user_ctx, include_disabled)
+                    assert _validity(valid_c) == _validity(valid_p)
+                    if valid_c != CACHE_NEVER:  # random answers differ call to call
+                        assert body_c == body_p
         names = [*NAMES[:4], "unknown", NAMES[0]]
         body_c, valid_c, outcomes_c = compiled.evaluate_named_body(ctx, names)
         body_p, valid_p, outcomes_p = pure.evaluate_named_body(ctx, names)
