@@ -2,13 +2,15 @@
 
     python -m benchmarks.engine_report [--json results.json] [extra pytest args]
     python -m benchmarks.engine_report --instructions    # CPU instructions per request, under valgrind
+                                                         # (64 rotating contexts, and a new userId each)
 
 Ratios are within one run: compiled vs pure at each size, and compiled vs yggdrasil-engine per flag.
 
 Wall time depends on whatever else runs on the machine; instruction counts (valgrind's callgrind) do not, so
 they are the figure to compare across runs on a shared machine. Each size runs the same driver twice, with
 one and with three counted rounds over the 64 contexts after a warm-up round; the difference divided by 128
-is the steady-state cost of one evaluate-all request, warm-up and start-up excluded.
+is the steady-state cost of one evaluate-all request, warm-up and start-up excluded. It does so for the 64
+contexts as they are, and with a userId no other request has in each (the load benchmark's post-unique).
 """
 
 from __future__ import annotations
@@ -26,17 +28,19 @@ _DRIVER = """
 import sys
 from benchmarks.datasets import contexts, snapshot_payload
 from flagproxy.snapshot import compile_snapshot
-flags, rounds = int(sys.argv[1]), int(sys.argv[2])
+flags, rounds, unique = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "unique"
 evaluate = compile_snapshot(snapshot_payload(flags), implementation="compiled").evaluate_all_body
 batch = contexts(64)
-for _ in range(1 + rounds):
-    for context in batch:
+rounds_of = [[dict(c, userId=f"u{r}-{i}") for i, c in enumerate(batch)] for r in range(1 + rounds)]
+for requests in rounds_of if unique else [batch] * (1 + rounds):
+    for context in requests:
         evaluate(context)
 """
 
 
-def _instructions_collected(flags: int, rounds: int) -> int:
-    """Instructions executed inside evaluate_all_body over the warm-up and `rounds` rounds."""
+def _instructions_collected(flags: int, rounds: int, users: str) -> int:
+    """Instructions executed inside evaluate_all_body over the warm-up and `rounds` rounds; `users` is
+    "rotating" (the 64 contexts as they are) or "unique" (each with a userId no other request has)."""
     with tempfile.TemporaryDirectory() as tmp:
         result = subprocess.run(
             [
@@ -50,6 +54,7 @@ def _instructions_collected(flags: int, rounds: int) -> int:
                 _DRIVER,
                 str(flags),
                 str(rounds),
+                users,
             ],
             capture_output=True,
             text=True,
@@ -65,11 +70,14 @@ def instructions() -> int:
     if shutil.which("valgrind") is None:
         print("valgrind is not installed (apt-get install valgrind)", file=sys.stderr)
         return 1
-    print("| flags | compiled instructions/request | per flag |")
-    print("|---:|---:|---:|")
+    print("| flags | instructions/request, 64 rotating contexts | per flag | a new userId each | per flag |")
+    print("|---:|---:|---:|---:|---:|")
     for flags in SIZES:
-        per_request = (_instructions_collected(flags, 3) - _instructions_collected(flags, 1)) / 128
-        print(f"| {flags} | {per_request:,.0f} | {per_request / flags:,.0f} |", flush=True)
+        cells = [f"{flags}"]
+        for users in ("rotating", "unique"):
+            counted = _instructions_collected(flags, 3, users) - _instructions_collected(flags, 1, users)
+            cells += [f"{counted / 128:,.0f}", f"{counted / 128 / flags:,.0f}"]
+        print("| " + " | ".join(cells) + " |", flush=True)
     return 0
 
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 STOP_TIMEOUT = 10.0  # seconds between SIGTERM and SIGKILL
+QUIET_CORES = 0.1  # CPU the services may use together for the machine to count as quiet before a run
+QUIET_TIMEOUT = 60.0  # seconds to wait for that
 _PORT_TAKEN = ("errno 98", "eaddrinuse", "address already in use")
 
 
@@ -136,6 +138,40 @@ class Service:
         resource tracker are not workers)."""
         workers = [rss_mib(pid) for pid in children(self.process.pid) if _is_sanic_worker(pid)]
         return {"main": rss_mib(self.process.pid), "workers": [w for w in workers if w is not None]}
+
+
+def group_cpu_seconds(pgid: int) -> float:
+    """CPU time (user and system) used so far by the live processes of a process group (a service and
+    everything it started: each service runs in a session of its own)."""
+    ticks = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # After "pid (comm)": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid:
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def wait_until_quiet(
+    pgids: Sequence[int], cores: float = QUIET_CORES, window: float = 1.0, timeout: float = QUIET_TIMEOUT
+) -> float | None:
+    """Wait until the process groups together use less than `cores` of CPU over `window` seconds: no
+    service still busy with the last run (the Node proxy works through its backlog for seconds after wrk
+    stops) or with starting up takes CPU from the next one measured. Returns the seconds waited, or None
+    when they were still busy after `timeout`."""
+    start = time.monotonic()
+    before = sum(group_cpu_seconds(p) for p in pgids)
+    while True:
+        time.sleep(window)
+        after = sum(group_cpu_seconds(p) for p in pgids)
+        if after - before < cores * window:  # a process that exited only makes the sum smaller
+            return time.monotonic() - start
+        if time.monotonic() - start >= timeout:
+            return None
+        before = after
 
 
 def children(pid: int) -> list[int]:
