@@ -98,6 +98,7 @@ cdef int64_t CACHE_SNAPSHOT = _m.CACHE_SNAPSHOT
 cdef double FLOAT_EPSILON = 2.220446049250313e-16
 
 _STANDARD_FIELDS = _m.STANDARD_FIELDS
+_FIELD_CODES = _m.FIELD_CODES
 
 
 cdef bint _plan_constraint(object c, int64_t now):
@@ -110,7 +111,7 @@ cdef bint _plan_constraint(object c, int64_t now):
     if c.field == FIELD_CURRENT_TIME:
         return c.op == OP_COMPARE and c.kind == KIND_DATE and 0 < c.flip <= now
     return True
-_FIELD_CODES = _m.FIELD_CODES
+
 
 # Slots 0..5 are the standard fields (their FIELD_* codes); properties the snapshot reads come after.
 cdef int STANDARD_SLOTS = 6
@@ -852,8 +853,8 @@ cdef class Engine:
     cdef Py_ssize_t n_flags
     cdef int n_slots
     cdef Py_ssize_t n_constraints
-    # Plans: the constraints whose answers make the key (not on userId, sessionId or currentTime, of enabled
-    # flags), a byte per constraint that says whether it is one, and the plans by key.
+    # Plans: the constraints whose answers make the key (those of enabled flags that _plan_constraint
+    # admits), a byte per constraint that says whether it is one, and the plans by key.
     cdef bint planning
     cdef uint32_t* _plan_ids
     cdef Py_ssize_t n_plan_ids
