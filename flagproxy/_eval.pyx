@@ -440,7 +440,7 @@ cdef class _Evaluation:
     cdef uint8_t* number_state  # 0: not parsed yet, 1: not a number, 2: numbers[slot]
     cdef uint8_t* memo  # per constraint: 0 not decided yet, 1 false, 2 true
     cdef uint8_t* members  # a bit per membership test: the slot's value is in its set
-    cdef uint8_t* members_known  # per slot: its membership bits are set
+    cdef uint8_t* members_known  # per slot: 0 not looked up yet, 1 listed nowhere, 2 membership bits set
     cdef int n_slots
     cdef object now  # currentTime standing in for a missing one, as text
     cdef object now_ns  # and as a date, in nanoseconds
@@ -651,20 +651,33 @@ cdef class _Evaluation:
 
     # Memberships and constraints -----------------------------------------------------------------------
 
-    cdef inline bint is_member(self, int slot, int32_t member) except -1:
-        """Whether the slot's value is in the set of membership test `member` (userWithId, overrides):
-        one dict lookup per slot and request instead of one set lookup per test."""
-        cdef object found
-        cdef PyObject* value
-        if not self.members_known[slot]:
+    cdef int know_members(self, int slot) except -1:
+        """Sets the bits of every membership test (userWithId, overrides) whose set holds the slot's value:
+        one dict lookup per slot and request instead of one set lookup per test. members_known[slot] is then
+        1 when no test lists the value, 2 when some does."""
+        cdef object found = None
+        cdef PyObject* value = self.value(slot)
+        if value != NULL:
+            found = (<dict>self.engine.member_index[slot]).get(<object>value)
+        if found is None:
             self.members_known[slot] = 1
-            value = self.value(slot)
-            if value != NULL:
-                found = (<dict>self.engine.member_index[slot]).get(<object>value)
-                if found is not None:
-                    for other in <tuple>found:
-                        self.members[<int32_t>other >> 3] |= 1 << (<int32_t>other & 7)
+            return 0
+        for other in <tuple>found:
+            self.members[<int32_t>other >> 3] |= 1 << (<int32_t>other & 7)
+        self.members_known[slot] = 2
+        return 0
+
+    cdef inline bint is_member(self, int slot, int32_t member) except -1:
+        """Whether the slot's value is in the set of membership test `member`."""
+        if not self.members_known[slot]:
+            self.know_members(slot)
         return (self.members[member >> 3] >> (member & 7)) & 1
+
+    cdef inline bint listed(self, int slot) except -1:
+        """Whether any membership test's set holds the slot's value."""
+        if not self.members_known[slot]:
+            self.know_members(slot)
+        return self.members_known[slot] == 2
 
     cdef inline bint holds(self, uint32_t index) except -1:
         cdef uint8_t known = self.memo[index]
@@ -911,7 +924,7 @@ cdef class Engine:
         cdef set plan_ids = set()  # constraint ids
         cdef int64_t now = <int64_t>_time.time()
         cdef Py_ssize_t n_strategies = 0, n_lists = 0, n_variants = 0, n_overrides = 0, n_dependencies = 0
-        cdef Py_ssize_t i, offset
+        cdef Py_ssize_t i
         cdef bytes blob
 
         for f in self.flags:
@@ -1353,7 +1366,7 @@ cdef class Engine:
             if ev.holds(self._plan_ids[i]):
                 bits[1 + (i >> 3)] |= <uint8_t>(1 << (i & 7))
         for slot in self._member_slots:  # then whether each of these fields' value is listed anywhere
-            if self._listed(ev, <int>slot):
+            if ev.listed(<int>slot):
                 bits[1 + (n >> 3)] |= <uint8_t>(1 << (n & 7))
             n += 1
         return key
@@ -1457,7 +1470,7 @@ cdef class Engine:
                 return i
             if s.kind == STRATEGY_CONSTANT:
                 continue
-            if s.kind == STRATEGY_USER_WITH_ID and not self._listed(ev, FIELD_USER_ID):
+            if s.kind == STRATEGY_USER_WITH_ID and not ev.listed(FIELD_USER_ID):
                 continue  # a user id no list holds
             return UNDECIDED
         return -1
@@ -1475,7 +1488,7 @@ cdef class Engine:
         if vl.has_overrides:
             for i in range(vl.variants, vl.variants + vl.n_variants):
                 for j in range(self._variants[i].overrides, self._variants[i].overrides + self._variants[i].n_overrides):
-                    if self._listed(ev, self._overrides[j].slot):
+                    if ev.listed(self._overrides[j].slot):
                         return False
         return True
 
@@ -1497,11 +1510,6 @@ cdef class Engine:
         if dep.variants != NULL and not self._no_variant(self._variant_list(parent, matched), ev):
             return UNDECIDED
         return 1 if parent_on == dep.enabled else -1
-
-    cdef bint _listed(self, _Evaluation ev, int slot) except -1:
-        """Whether the slot's value is in the set of any membership test (userWithId, overrides)."""
-        cdef PyObject* value = ev.value(slot)
-        return value != NULL and <object>value in <dict>self.member_index[slot]
 
     def plan_stats(self):
         """For tests and benchmarks: whether this snapshot plans, and how its plans were used."""
