@@ -244,7 +244,9 @@ def main(argv: list[str]) -> int:
              "--service-url", f"{server_url}/api", "--service-api-token", keys.client_token,
              "--client-keys", keys.client_key, "--refresh-interval", str(args.refresh_interval),
              "--metrics-interval", "10000", "--service-app-name", "flagproxy-demo", "--enable-all-endpoint"],
-            env=env,
+            # With a fresh database, a backup left by an earlier demo would serve its flags until the
+            # first fetch: the proxy keeps its backup in this run's folder.
+            env={**env, "TMPDIR": workdir} if workdir else env,
             start_new_session=True,
         )  # fmt: skip
         wait_until_up(f"{proxy_url}/proxy/health", proxy, "proxy")

@@ -13,6 +13,16 @@ its multi-worker manager, both of which matter for `docker stop` right after a s
    the process exits 1 or hangs. Our handler only records the signal; the manager's own loop (which wakes
    every 0.1 s) starts the shutdown, so every call on that dict comes from one place at a time.
 
+3. On SIGTERM or SIGINT sent to the whole process group (systemd's default KillMode, dumb-init, `tini -g`,
+   `timeout`), the multiprocessing manager process that holds Sanic's shared worker-state dict dies at
+   once, and the main process's next call on that dict fails with a traceback ("Experienced exception
+   while trying to serve"). Our manager process ignores those two signals (and dies with the main process
+   if that is killed outright); Sanic shuts it down itself once every worker has stopped.
+
+Sanic does not replace a worker that dies: `flagproxy proxy --workers 2` would go on with one. The
+manager's loop here starts a replacement for any server worker that exits while no shutdown is under way
+(at most one start per worker a second, so a worker that crashes on start cannot spin).
+
 And one change of how N workers listen. Sanic binds one socket in the main process and every worker
 accepts from it; whichever worker wakes first takes every connection waiting, so a burst of keep-alive
 connections (a load balancer's pool, an SDK backend's) lands unevenly: 38 and 12 of 50 in our load
@@ -25,18 +35,77 @@ before any worker starts, and no program that does not set SO_REUSEPORT can take
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import multiprocessing
+import signal
 import socket
+import time
 from contextlib import suppress
+from multiprocessing.managers import SyncManager
 from typing import Any
 
 import sanic.mixins.startup
 from sanic import Sanic
 from sanic.exceptions import ServerKilled
-from sanic.log import logger
+from sanic.log import error_logger, logger
 from sanic.worker.loader import AppLoader
 from sanic.worker.manager import WorkerManager
+from sanic.worker.process import ProcessState
 
 _PATCHED = "_flagproxy_patched"
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+RESTART_SPACING = 1.0  # seconds between two starts of the same worker
+
+
+def _ignore_stop_signals() -> None:
+    """In the manager process: outlive a SIGTERM/SIGINT to the process group, not a killed parent."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    with suppress(OSError, AttributeError, TypeError):
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _signal_proof_manager() -> SyncManager:
+    """What `multiprocessing.Manager()` makes, with a server process that ignores stop signals."""
+    manager = SyncManager(ctx=multiprocessing.get_context())
+    manager.start(_ignore_stop_signals)
+    return manager
+
+
+def _restart_dead_workers(manager: WorkerManager) -> None:
+    if manager._shutting_down:
+        return
+    now = time.monotonic()
+    for process in list(manager.transient_processes):
+        if not process.pid or process.is_alive() or process.state is ProcessState.RESTARTING:
+            continue
+        starts: dict[str, float] = manager.__dict__.setdefault("_flagproxy_starts", {})
+        if now - starts.get(process.name, 0.0) < RESTART_SPACING:
+            continue
+        starts[process.name] = now
+        error_logger.error(
+            f"Worker {process.name} [{process.pid}] exited (status {process.exitcode}); starting another"
+        )
+        process.set_state(ProcessState.FAILED, True)
+        manager.restart(process_names=[process.name])
+
+
+_early_signal: int | None = None
+
+
+def defer_stop_signals() -> None:
+    """Until Sanic's worker manager takes over the signals, remember a SIGTERM/SIGINT instead of dying of
+    it (start-up work in the main process, such as the proxy's sync, runs before the manager exists); the
+    manager then starts its shutdown at once."""
+
+    def remember(signum: int, frame: Any) -> None:
+        global _early_signal
+        _early_signal = signum
+
+    signal.signal(signal.SIGTERM, remember)
+    signal.signal(signal.SIGINT, remember)
 
 
 def _make_shutdown_safe() -> None:
@@ -56,7 +125,7 @@ def _make_shutdown_safe() -> None:
             self.kill()
 
     def start_recorded_shutdown(self: WorkerManager) -> None:
-        signum = getattr(self, "_flagproxy_signal", None)
+        signum = getattr(self, "_flagproxy_signal", None) or _early_signal
         if signum is not None and not self._shutting_down:
             begin_shutdown(self, signum, None)
 
@@ -66,11 +135,13 @@ def _make_shutdown_safe() -> None:
 
     def poll_monitor_after_recorded_shutdown(self: WorkerManager) -> Any:
         start_recorded_shutdown(self)
+        _restart_dead_workers(self)
         return poll_monitor(self)
 
     WorkerManager.shutdown_signal = record_signal  # type: ignore[method-assign]
     WorkerManager._all_workers_ack = all_workers_ack_or_shutting_down  # type: ignore[method-assign]
     WorkerManager._poll_monitor = poll_monitor_after_recorded_shutdown  # type: ignore[method-assign]
+    sanic.mixins.startup.Manager = _signal_proof_manager  # type: ignore[attr-defined]
     setattr(WorkerManager, _PATCHED, True)
 
 
@@ -118,6 +189,7 @@ def serve(app: Sanic[Any, Any], loader: AppLoader, workers: int) -> None:
     if workers == 1:
         Sanic.serve_single(primary=app)
         return
+    defer_stop_signals()
     _make_shutdown_safe()  # before Sanic builds its manager, which installs the signal handlers
     reserved = _reserve_address(app)
     try:

@@ -102,7 +102,8 @@ def start_flagproxy(run: RunDirectory, upstream: Service, workers: int) -> Targe
         )
         return [sys.executable, "-m", "flagproxy", "proxy", "--workers", str(workers)], env
 
-    service = run.launch("flagproxy", build, lambda s: _wait_ready(s, upstream, fetched_before + workers))
+    # One sync per instance: one full fetch, whatever the number of workers.
+    service = run.launch("flagproxy", build, lambda s: _wait_ready(s, upstream, fetched_before + 1))
     return Target("flagproxy", service, "sanic")
 
 
@@ -148,9 +149,9 @@ def _full_answers(upstream: Service) -> int:
 
 
 def _wait_ready(service: Service, upstream: Service, full_answers: int) -> None:
-    """Ready when every worker has fetched the snapshot (each worker syncs on its own, and until then it
-    answers 503 to whatever connection it accepts), then /proxy/health is ok 20 times in a row: a worker
-    compiling its snapshot accepts nothing, so the streak also waits out the compile."""
+    """Ready when the instance has fetched the snapshot, then /proxy/health is ok 20 times in a row: a
+    worker answers 503 until it has compiled what the sync published, and accepts nothing while it
+    compiles, so the streak waits for every worker."""
     service.wait_until(lambda: _full_answers(upstream) >= full_answers, START_TIMEOUT)
 
     def healthy() -> bool:

@@ -12,6 +12,8 @@ for that.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 import os
 from collections.abc import Awaitable, Callable, Mapping
@@ -29,6 +31,8 @@ from flagproxy.proxy.docs_page import build_docs_page
 from flagproxy.proxy.enrichers import EnricherError, enrich
 from flagproxy.proxy.errors import ClientError, parse_error, type_error
 from flagproxy.proxy.etag import none_match, weak_etag
+from flagproxy.proxy.follower import Follower
+from flagproxy.proxy.leader import Instance, build_sync
 from flagproxy.proxy.logger import make_logger
 from flagproxy.proxy.openapi import build_openapi
 from flagproxy.proxy.response_cache import ResponseCache
@@ -36,10 +40,7 @@ from flagproxy.proxy.schemas import check_metrics, check_register
 from flagproxy.proxy.settings import ProxySettings
 from flagproxy.proxy.store import SnapshotStore
 from flagproxy.proxy.trust import client_address
-from flagproxy.sync.backup import FileStorageProvider
-from flagproxy.sync.metrics import MetricsCollector
-from flagproxy.sync.service import SyncService
-from flagproxy.sync.upstream import UpstreamConfig
+from flagproxy.sync.usage import MetricsCollector
 
 BODY_LIMIT = 102400  # bytes, the Node proxy's (body-parser's) 100 kB
 HEADER_LIMIT = 16384  # request line + headers, Node's --max-http-header-size: GET contexts live there
@@ -63,8 +64,20 @@ def create_app(
     return _ProxyApp(settings, log_warnings).app
 
 
+def create_worker_app(settings: ProxySettings, instance_directory: str, parent_pid: int) -> Sanic:
+    """A worker of a multi-worker instance: it follows the sync that the main process (`parent_pid`) runs
+    into `instance_directory` (flagproxy/proxy/leader.py) instead of syncing itself."""
+    return _ProxyApp(settings, False, Instance(instance_directory), parent_pid).app
+
+
 class _ProxyApp:
-    def __init__(self, settings: ProxySettings, log_warnings: bool) -> None:
+    def __init__(
+        self,
+        settings: ProxySettings,
+        log_warnings: bool,
+        instance: Instance | None = None,
+        parent_pid: int | None = None,
+    ) -> None:
         self.settings = s = settings
         self.logger = make_logger(s.logger, s.log_level, s.use_json_logger)
         self.store = SnapshotStore(custom_strategies=s.custom_strategies, logger=self.logger)
@@ -73,7 +86,14 @@ class _ProxyApp:
         self.client_keys = KeyRing(s.accepted_client_keys)
         self.server_keys = KeyRing(s.exp_server_side_sdk_config_tokens)
         self.log_warnings = log_warnings
-        self.sync: SyncService | None = None
+        # Without an instance folder this app is a whole instance: it runs the sync itself, in a folder of
+        # its own, and follows it like any worker.
+        self.runs_sync = instance is None
+        self.instance = instance
+        self.parent_pid = parent_pid
+        self.sync: Any = None
+        self.follower: Follower | None = None
+        self.following: Any = None
 
         app = Sanic(f"flagproxy-proxy-{next(_app_numbers)}", configure_logging=False)
         app.config.AUTO_EXTEND = False  # keep sanic-ext's per-request machinery off every route
@@ -101,8 +121,8 @@ class _ProxyApp:
         app.error_handler.add(PayloadTooLarge, self._too_large)
         app.error_handler.add(BadRequest, self._bad_http)
         app.error_handler.add(Exception, self._unexpected)
-        app.register_listener(self._start_sync, "before_server_start")
-        app.register_listener(self._stop_sync, "after_server_stop")
+        app.register_listener(self._start, "before_server_start")
+        app.register_listener(self._stop, "after_server_stop")
 
     # ---- wiring -------------------------------------------------------------------------------------
 
@@ -132,45 +152,39 @@ class _ProxyApp:
         for method in methods:
             self.routes[(method, path.lower())] = handler
 
-    async def _start_sync(self, app: Sanic) -> None:
-        s = self.settings
-        if self.log_warnings:
-            for warning in s.warnings:
-                self.logger.warn(warning)
-        config = UpstreamConfig(
-            url=s.service_url,
-            token=s.service_api_token,
-            app_name=s.service_app_name,
-            instance_id=s.service_instance_id,
-            refresh_interval=s.refresh_interval,
-            metrics_interval=s.metrics_interval,
-            project=s.project_name,
-            name_prefix=s.name_prefix,
-            tags=s.tags,
-            verify_tls=s.http_options_reject_unauthorized,
-            http_proxy=s.http_proxy,
-            https_proxy=s.https_proxy,
-            no_proxy=s.no_proxy,
+    async def _start(self, app: Sanic) -> None:
+        if self.runs_sync:
+            self.instance = Instance.create()
+            self.sync = build_sync(self.settings, self.instance, self.logger, self.log_warnings)
+            app.ctx.sync = self.sync
+            await self.sync.start()  # the backup, if there is one, is published when this returns
+        else:
+            app.ctx.sync = None
+        assert self.instance is not None
+        self.follower = Follower(
+            self.store,
+            self.instance.publication,
+            self.instance.spool,
+            self.collector,
+            self.logger,
+            parent_pid=self.parent_pid,
+            on_orphaned=lambda: app.stop(terminate=False),
+            hand_off_usage=self.settings.metrics_interval > 0,
         )
-        self.sync = SyncService(
-            config,
-            install=self.store.install,
-            touch=self.store.touch,
-            is_ready=lambda: self.store.ready,
-            collector=self.collector,
-            logger=self.logger,
-            storage=s.storage_provider if s.storage_provider is not None else FileStorageProvider(),
-            bootstrap_url=s.exp_bootstrap_url,
-            bootstrap_authorization=s.exp_bootstrap_authorization,
-            metrics_jitter=s.metrics_jitter,
-            custom_strategy_names=[st.name for st in s.custom_strategies],
-        )
-        app.ctx.sync = self.sync
-        await self.sync.start()
+        self.follower.load()  # before the first connection: a late worker serves the current revision
+        self.following = asyncio.get_running_loop().create_task(self.follower.run())
 
-    async def _stop_sync(self, app: Sanic) -> None:
+    async def _stop(self, app: Sanic) -> None:
+        if self.following is not None:
+            self.following.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.following
+        if self.follower is not None:
+            self.follower.stop()  # hands over what was counted since the last handoff
         if self.sync is not None:
-            await self.sync.stop()
+            await self.sync.stop()  # and, with the sync here, sends it
+        if self.runs_sync and self.instance is not None:
+            self.instance.remove()
 
     # ---- response helpers ---------------------------------------------------------------------------
 

@@ -102,24 +102,53 @@ def _cannot_listen(host: str, port: int) -> str | None:
     return None
 
 
-def _worker_app(options: dict[str, Any]) -> Any:
-    """Each worker process builds its own app from the same flags and environment."""
+def _single_app(options: dict[str, Any]) -> Any:
+    """`--workers 1`: one process that syncs and serves."""
     from flagproxy.proxy.app import create_app
 
     return create_app(ProxySettings.load(options, os.environ), log_warnings=False)
 
 
+def _worker_app(options: dict[str, Any], instance_directory: str, parent_pid: int) -> Any:
+    """Each worker process builds its own app from the same flags and environment (so it loads custom
+    strategies and enrichers itself) and follows the main process's sync."""
+    from flagproxy.proxy.app import create_worker_app
+
+    return create_worker_app(ProxySettings.load(options, os.environ), instance_directory, parent_pid)
+
+
 def serve(settings: ProxySettings, options: dict[str, Any], workers: int) -> int:
     from sanic.worker.loader import AppLoader
 
+    from flagproxy.proxy.leader import Instance, LeaderThread
     from flagproxy.proxy.logger import make_logger
+    from flagproxy.serving import defer_stop_signals
     from flagproxy.serving import serve as run_workers
 
     logger = make_logger(settings.logger, settings.log_level, settings.use_json_logger)
     for warning in settings.warnings:
         logger.warn(warning)
-    loader = AppLoader(factory=partial(_worker_app, options))
+    instance = None
+    if workers == 1:
+        loader = AppLoader(factory=partial(_single_app, options))
+    else:
+        # One sync for the instance, in this (the main) process; the workers follow it. A stop signal from
+        # here on ends the start-up cleanly.
+        defer_stop_signals()
+        instance = Instance.create()
+        loader = AppLoader(factory=partial(_worker_app, options, instance.directory, os.getpid()))
     app = loader.load()
+    if instance is not None:
+        leader = LeaderThread(settings, instance, logger)
+
+        @app.main_process_start
+        def start_sync(*_: Any) -> None:
+            leader.start()
+
+        @app.main_process_stop
+        def stop_sync(*_: Any) -> None:
+            leader.stop()  # every worker has finished: their last counts are in the spool
+
     app.prepare(
         host=settings.host,
         port=settings.port,
@@ -129,5 +158,9 @@ def serve(settings: ProxySettings, options: dict[str, Any], workers: int) -> int
         single_process=workers == 1,
     )
     logger.info(f"flagproxy proxy is listening on {settings.host}:{settings.port}")
-    run_workers(app, loader, workers)
+    try:
+        run_workers(app, loader, workers)
+    finally:
+        if instance is not None:
+            instance.remove()
     return 0

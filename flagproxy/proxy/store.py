@@ -4,6 +4,10 @@
 swaps one reference, so a request sees either the old snapshot or the new one, never a mix. Everything
 that does not depend on the request is done here, once per snapshot: the /proxy/client/features body
 and its ETag.
+
+A served snapshot keeps only what requests use: the engine (through its bound methods), the flag names
+and the features body. The payload, the hydrated state and the Snapshot object around them are dropped
+once compiled, so the next compile reuses their memory instead of adding to it.
 """
 
 from __future__ import annotations
@@ -33,16 +37,12 @@ class ServedSnapshot:
         "features_body",
         "features_etag",
         "names",
-        "payload",
         "reads_remote_address",
         "revision",
-        "snapshot",
         "source",
     )
 
-    def __init__(self, snapshot: Any, payload: Mapping[str, Any], revision: int, source: str) -> None:
-        self.snapshot = snapshot
-        self.payload = payload
+    def __init__(self, snapshot: Any, revision: int, source: str) -> None:
         self.revision = revision
         self.source = source
         self.names = snapshot.names
@@ -88,18 +88,29 @@ class SnapshotStore:
     def ready(self) -> bool:
         return self.current is not None
 
-    def install(self, payload: Mapping[str, Any], source: str) -> ServedSnapshot:
-        """Compile and swap in `payload`; raises ValueError (nothing changes) if it is not a features doc."""
+    def install(
+        self,
+        payload: Mapping[str, Any],
+        source: str,
+        *,
+        revision: int | None = None,
+        at_ms: int | None = None,
+    ) -> ServedSnapshot:
+        """Compile and swap in `payload`; raises ValueError (nothing changes) if it is not a features doc.
+        `revision` and `at_ms` are the instance's (the sync's) for what it published; by default the
+        store counts on its own and uses the time of the install."""
         if not isinstance(payload, Mapping) or not (
             isinstance(payload.get("features"), list) or isinstance(payload.get("events"), list)
         ):
             raise ValueError("not a client features document (no `features` list)")
         snapshot = compile_snapshot(payload, custom_strategies=self.custom_strategies, logger=self.logger)
-        self.revision += 1
-        served = ServedSnapshot(snapshot, payload, self.revision, source)
+        self.revision = revision if revision is not None else self.revision + 1
+        served = ServedSnapshot(snapshot, self.revision, source)
+        del snapshot, payload
         self.current = served
         _freeze_long_lived_objects()
-        self.last_update_ms = self.last_fetch_ms = int(time.time() * 1000)
+        self.last_update_ms = at_ms if at_ms is not None else int(time.time() * 1000)
+        self.last_fetch_ms = max(self.last_fetch_ms, self.last_update_ms)
         return served
 
     def touch(self) -> None:

@@ -1,81 +1,27 @@
-"""Usage metrics in the Unleash client format, aggregated per proxy process and sent every interval.
+"""Usage metrics in the Unleash client format, aggregated per proxy instance and sent every interval.
 
 What is counted follows the Node proxy: named-toggle lookups (`POST /proxy` with `toggles`) count yes/no
 per requested name, unknown names included; buckets that frontend SDKs POST to /proxy/client/metrics are
 merged in, variants included. Plain list evaluations (GET /proxy) are not counted. A bucket is sent only
-when it holds something; when the upstream fails it is merged back and sent with the next one.
+when it holds something; when the upstream fails it is merged back and sent with the next one. Workers
+count in their own process (flagproxy/sync/usage.py) and hand their counts over through the spool
+(flagproxy/sync/spool.py); `gather` adds them to the bucket right before each send.
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import platform
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from flagproxy.sync.upstream import CLIENT_SPEC_VERSION, classify_status
+from flagproxy.sync.usage import MetricsCollector, UsageCounts, iso_now
+
+__all__ = ["MetricsCollector", "MetricsSender", "UsageCounts"]
 
 MAX_FAILURES = 10
-
-
-def iso_now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-class UsageCounts:
-    """Counts since the last flush: name → [yes, no, {variant: count}]."""
-
-    def __init__(self) -> None:
-        self.start = iso_now()
-        self.toggles: dict[str, list[Any]] = {}
-
-    def _entry(self, name: str) -> list[Any]:
-        entry = self.toggles.get(name)
-        if entry is None:
-            entry = self.toggles[name] = [0, 0, {}]
-        return entry
-
-    def count(self, name: str, enabled: bool) -> None:
-        self._entry(name)[0 if enabled else 1] += 1
-
-    def count_outcomes(self, outcomes: Iterable[tuple[str, bool, str]]) -> None:
-        for name, enabled, _variant in outcomes:
-            self.count(name, enabled)
-
-    def merge(self, toggles: Mapping[str, Mapping[str, Any]]) -> None:
-        """Add a client bucket's `toggles` (already validated: yes/no/variant counts are ints >= 0)."""
-        for name, counts in toggles.items():
-            entry = self._entry(name)
-            entry[0] += counts.get("yes", 0)
-            entry[1] += counts.get("no", 0)
-            for variant, n in (counts.get("variants") or {}).items():
-                entry[2][variant] = entry[2].get(variant, 0) + n
-
-    def as_toggles(self) -> dict[str, dict[str, Any]]:
-        return {name: {"yes": y, "no": n, "variants": dict(v)} for name, (y, n, v) in self.toggles.items()}
-
-    def __bool__(self) -> bool:
-        return bool(self.toggles)
-
-
-class MetricsCollector:
-    """The current bucket; `take()` hands it over and starts a new one, `give_back()` undoes that."""
-
-    def __init__(self) -> None:
-        self.counts = UsageCounts()
-
-    def take(self) -> UsageCounts | None:
-        if not self.counts:
-            return None
-        taken, self.counts = self.counts, UsageCounts()
-        return taken
-
-    def give_back(self, taken: UsageCounts) -> None:
-        current = self.counts
-        taken.merge(current.as_toggles())
-        self.counts = taken
 
 
 class MetricsSender:
@@ -90,8 +36,10 @@ class MetricsSender:
         interval_ms: int,
         jitter_ms: int,
         logger: Any,
+        gather: Callable[[MetricsCollector], Any] | None = None,
     ) -> None:
         self.collector = collector
+        self.gather = gather  # adds other processes' counts to the collector before each send
         self.client = client
         self.app_name = app_name
         self.instance_id = instance_id
@@ -120,6 +68,8 @@ class MetricsSender:
 
     async def flush(self) -> bool:
         """Send what has been counted; True if there was nothing to send or the upstream took it."""
+        if self.gather is not None:
+            self.gather(self.collector)
         counts = self.collector.take()
         if counts is None:
             return True

@@ -1,4 +1,7 @@
-"""One proxy process's sync: backup → bootstrap → poll, register once, send metrics; stop cleanly.
+"""One proxy instance's sync: backup → bootstrap → poll, register once, send metrics; stop cleanly.
+
+One per instance, whatever the number of workers (flagproxy/proxy/leader.py runs it): `install` publishes
+each document for the workers, `gather_usage` brings in the counts the workers handed over.
 
 Start-up order: the backup (if it holds at least one feature) and the bootstrap document make the proxy
 ready before the upstream answers (DESIGN D4); the first upstream payload replaces either, and from then
@@ -47,6 +50,7 @@ class SyncService:
         metrics_jitter: int = 0,
         custom_strategy_names: Sequence[str] = (),
         client: Any = None,
+        gather_usage: Callable[[MetricsCollector], Any] | None = None,
     ) -> None:
         self.config = config
         self.install = install
@@ -74,6 +78,7 @@ class SyncService:
             interval_ms=config.metrics_interval,
             jitter_ms=metrics_jitter,
             logger=logger,
+            gather=gather_usage,
         )
         self.started = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
         self.from_upstream = False

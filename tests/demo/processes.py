@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import http.client
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +26,7 @@ class ProxyProcess:
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
     log_path: str | None = None
+    backup_dir: str | None = None
 
     def start(self) -> ProxyProcess:
         command = [
@@ -33,6 +36,9 @@ class ProxyProcess:
             "--metrics-interval", "60000",
         ]  # fmt: skip
         env = {k: v for k, v in os.environ.items() if k not in ("PORT", "DATABASE_URL")}
+        # A backup folder of its own: a backup another test's proxy left in the shared temp folder would
+        # make this one ready with that test's flags until the upstream answers.
+        self.backup_dir = env["TMPDIR"] = tempfile.mkdtemp(prefix="proxy-backup-")
         log = open(self.log_path or os.devnull, "wb")  # noqa: SIM115 - handed to the child
         self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
         log.close()
@@ -73,4 +79,7 @@ class ProxyProcess:
         return {toggle["name"] for toggle in body["toggles"]}
 
     def stop(self) -> int | None:
-        return None if self.process is None else terminate(self.process)
+        status = None if self.process is None else terminate(self.process)
+        if self.backup_dir:
+            shutil.rmtree(self.backup_dir, ignore_errors=True)
+        return status

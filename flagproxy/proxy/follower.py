@@ -1,0 +1,110 @@
+"""A worker's side of the instance's one sync: follow what the sync publishes, hand usage counts back.
+
+Every worker (and the single process of `--workers 1` or of create_app) runs one Follower:
+
+- `load()` before the worker listens: the document the sync last published, if any, so a worker that
+  starts late (one that replaces a dead worker) serves the instance's current revision from its first
+  request. Until something is published the store is empty and every route answers 503.
+- `run()` afterwards: every `WATCH_SECONDS` one `stat` of the published file; a new document is compiled
+  and swapped in. Every `HANDOFF_SECONDS` the usage counted since is written to the spool for the sync's
+  metrics sender. When the process that started this worker is gone (the main process was killed), the
+  worker stops itself rather than serve an ever older snapshot on a port a new instance may want.
+- `stop()` when the worker stops: the last handoff, so nothing counted is lost.
+
+Every worker compiles the same bytes with the same engine, so identical requests get byte-identical
+bodies and ETags from every worker, and the store's revision is the sync's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from flagproxy.proxy.store import SnapshotStore
+from flagproxy.sync.publication import Publication
+from flagproxy.sync.spool import HANDOFF_SECONDS, UsageSpool
+from flagproxy.sync.usage import MetricsCollector
+
+WATCH_SECONDS = 0.1
+
+
+class Follower:
+    def __init__(
+        self,
+        store: SnapshotStore,
+        publication: Publication,
+        spool: UsageSpool,
+        collector: MetricsCollector,
+        logger: Any,
+        *,
+        parent_pid: int | None = None,
+        on_orphaned: Callable[[], None] | None = None,
+        hand_off_usage: bool = True,
+    ) -> None:
+        self.store = store
+        self.publication = publication
+        self.spool = spool
+        self.collector = collector
+        self.logger = logger
+        self.parent_pid = parent_pid
+        self.on_orphaned = on_orphaned
+        self.hand_off_usage = hand_off_usage  # off with metrics off: no sender would ever collect them
+        self.stamp: tuple[int, int] | None = None  # of the document the store holds
+
+    def load(self) -> bool:
+        """Install the published document if it is newer than the store's; whether it did."""
+        stamp = self.publication.stamp()
+        if stamp is None or stamp == self.stamp:
+            return False
+        published = self.publication.read()
+        if published is None:
+            return False
+        self.stamp = published.stamp  # a document that does not compile is not retried until replaced
+        try:
+            payload = orjson.loads(published.document)
+            self.store.install(
+                payload, published.source, revision=published.revision, at_ms=published.published_ms
+            )
+        except (ValueError, orjson.JSONDecodeError) as exc:
+            self.logger.error(f"Ignoring revision {published.revision} of the features: {exc}")
+            return False
+        return True
+
+    def hand_off(self) -> None:
+        if not self.hand_off_usage:
+            return
+        counts = self.collector.take()
+        if counts is not None:
+            self.spool.hand_off(counts)
+
+    async def run(self) -> None:
+        ticks_per_handoff = max(1, round(HANDOFF_SECONDS / WATCH_SECONDS))
+        tick = 0
+        while True:
+            await asyncio.sleep(WATCH_SECONDS)
+            tick += 1
+            try:
+                self.load()
+                if tick % ticks_per_handoff == 0:
+                    self.hand_off()
+                    checked_ms = self.publication.last_checked_ms()
+                    self.store.last_fetch_ms = max(self.store.last_fetch_ms, checked_ms)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a full disk or a bug must not end following for good
+                self.logger.error(f"Following the instance's sync failed: {exc!r}")
+            if self.parent_pid is not None and os.getppid() != self.parent_pid:
+                self.logger.error("The proxy's main process is gone; this worker stops.")
+                if self.on_orphaned is not None:
+                    self.on_orphaned()
+                return
+
+    def stop(self) -> None:
+        try:
+            self.hand_off()
+        except OSError as exc:
+            self.logger.error(f"Could not hand over the last usage counts: {exc!r}")

@@ -1,0 +1,137 @@
+"""The instance's one sync (the leader) and the folder it shares with the workers.
+
+One proxy instance has one `Instance` folder and one SyncService, whatever the number of workers:
+
+- `--workers N` (N > 1): the main process runs the sync in a `LeaderThread`, started by Sanic's
+  `main_process_start` before any worker is spawned and stopped by `main_process_stop` after every worker
+  has finished, so its last metrics POST carries every worker's last counts. Sanic's worker manager
+  restarts a worker that dies (flagproxy/serving.py); the main process outlives them all.
+- `--workers 1` and create_app() in a program or a test: the same SyncService runs as a task on the app's
+  own loop, beside the same Follower a worker runs (flagproxy/proxy/app.py).
+
+Either way the sync publishes each document into the folder (flagproxy/sync/publication.py) and reads the
+workers' usage counts from it (flagproxy/sync/spool.py); workers follow (flagproxy/proxy/follower.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import tempfile
+import threading
+from typing import Any
+
+from flagproxy.proxy.settings import ProxySettings
+from flagproxy.sync.publication import Publication
+from flagproxy.sync.spool import UsageSpool
+
+
+class Instance:
+    """The folder one instance's sync and workers share: the published document and the usage spool."""
+
+    def __init__(self, directory: str, *, owned: bool = False) -> None:
+        self.directory = directory
+        self.owned = owned  # created by this process, which removes it at the end
+        self.publication = Publication(directory)
+        self.spool = UsageSpool(directory)
+
+    @classmethod
+    def create(cls) -> Instance:
+        return cls(tempfile.mkdtemp(prefix="flagproxy-instance-"), owned=True)
+
+    def remove(self) -> None:
+        if self.owned:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def build_sync(settings: ProxySettings, instance: Instance, logger: Any, log_warnings: bool = True) -> Any:
+    """The SyncService of `settings`, publishing into `instance`. Imported late: a worker that does not
+    sync never loads the HTTP client."""
+    from flagproxy.sync.backup import FileStorageProvider
+    from flagproxy.sync.service import SyncService
+    from flagproxy.sync.upstream import UpstreamConfig, is_features_document
+    from flagproxy.sync.usage import MetricsCollector
+
+    s = settings
+    if log_warnings:
+        for warning in s.warnings:
+            logger.warn(warning)
+    config = UpstreamConfig(
+        url=s.service_url,
+        token=s.service_api_token,
+        app_name=s.service_app_name,
+        instance_id=s.service_instance_id,
+        refresh_interval=s.refresh_interval,
+        metrics_interval=s.metrics_interval,
+        project=s.project_name,
+        name_prefix=s.name_prefix,
+        tags=s.tags,
+        verify_tls=s.http_options_reject_unauthorized,
+        http_proxy=s.http_proxy,
+        https_proxy=s.https_proxy,
+        no_proxy=s.no_proxy,
+    )
+    publication = instance.publication
+
+    def publish(payload: Any, source: str) -> None:
+        if not is_features_document(payload):
+            raise ValueError("not a client features document (no `features` list)")
+        publication.publish(payload, source)
+
+    return SyncService(
+        config,
+        install=publish,
+        touch=publication.touch,
+        is_ready=lambda: publication.stamp() is not None,
+        collector=MetricsCollector(),
+        gather_usage=instance.spool.collect,
+        logger=logger,
+        storage=s.storage_provider if s.storage_provider is not None else FileStorageProvider(),
+        bootstrap_url=s.exp_bootstrap_url,
+        bootstrap_authorization=s.exp_bootstrap_authorization,
+        metrics_jitter=s.metrics_jitter,
+        custom_strategy_names=[st.name for st in s.custom_strategies],
+    )
+
+
+class LeaderThread:
+    """The sync of a multi-worker instance, on an event loop of its own in the main process."""
+
+    def __init__(self, settings: ProxySettings, instance: Instance, logger: Any) -> None:
+        self.settings = settings
+        self.instance = instance
+        self.logger = logger
+        self.loop = asyncio.new_event_loop()
+        self.sync: Any = None
+        self._thread = threading.Thread(target=self._run, name="flagproxy-sync", daemon=True)
+        self._started = threading.Event()
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Start syncing; returns once the backup (if any) is published, so the first workers start ready."""
+        self._thread.start()
+        self._started.wait(timeout)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.sync = build_sync(self.settings, self.instance, self.logger, log_warnings=False)
+            self.loop.run_until_complete(self.sync.start())
+        except Exception as exc:  # the workers keep serving what was published; say why nothing new comes
+            self.logger.error(f"The upstream sync could not start: {exc!r}")
+        finally:
+            self._started.set()
+        self.loop.run_forever()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop polling, send the workers' last usage counts, close the upstream connections."""
+        if not self._thread.is_alive():
+            return
+        if self.sync is not None:
+            stopping = asyncio.run_coroutine_threadsafe(self.sync.stop(), self.loop)
+            with contextlib.suppress(Exception):
+                stopping.result(timeout)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout)
+        if not self._thread.is_alive():
+            self.loop.close()

@@ -1,0 +1,100 @@
+"""How one instance's sync hands each features document to every worker: a file, written whole, then renamed.
+
+The sync (the leader: one per instance, whatever the number of workers) calls `publish(payload, source)`;
+each worker's follower compares `stamp()` (one `stat`) with the stamp of the last document it read a few
+times a second, and calls `read()` when they differ. A rename is atomic, so a reader sees the old document
+or the new one, never half of one; every publish makes a new inode, so no change can look like the last.
+The file starts with one line of JSON about the document (revision, source, when), then the document.
+
+A worker that starts late (a replacement for one that died) reads the current file before it listens,
+so it serves the instance's current revision at once. `touch()` records an upstream check that changed
+nothing (a 304), for the workers' "last fetch" gauge.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+DOCUMENT = "snapshot.json"
+CHECKED = "checked"
+
+
+@dataclass(frozen=True)
+class Published:
+    revision: int
+    source: str  # "upstream", "backup" or "bootstrap"
+    published_ms: int
+    document: bytes  # the features document, as JSON
+    stamp: tuple[int, int]  # the file's (inode, mtime): what `Publication.stamp()` said when it was read
+
+
+class Publication:
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.path = os.path.join(directory, DOCUMENT)
+        self.checked_path = os.path.join(directory, CHECKED)
+        self.revision = 0  # the leader's count; a restarted leader goes on from the file's
+
+    # ---- the leader ---------------------------------------------------------------------------------
+
+    def publish(self, payload: Any, source: str) -> int:
+        """Write `payload` (a features document) for every worker; returns its revision."""
+        if self.revision == 0:
+            current = self.read()
+            self.revision = current.revision if current else 0
+        self.revision += 1
+        now_ms = int(time.time() * 1000)
+        header = orjson.dumps({"revision": self.revision, "source": source, "published_ms": now_ms})
+        fd, temporary = tempfile.mkstemp(prefix=".snapshot-", dir=self.directory)
+        try:
+            with os.fdopen(fd, "wb") as file:
+                file.write(header + b"\n")
+                file.write(orjson.dumps(payload))
+            os.replace(temporary, self.path)
+        except BaseException:
+            if os.path.exists(temporary):
+                os.unlink(temporary)
+            raise
+        self.touch()
+        return self.revision
+
+    def touch(self) -> None:
+        """The upstream was asked (changed or not)."""
+        with open(self.checked_path, "wb"):
+            pass
+        os.utime(self.checked_path)
+
+    # ---- the workers --------------------------------------------------------------------------------
+
+    def stamp(self) -> tuple[int, int] | None:
+        """The current document's (inode, mtime), None before the first publish: cheap enough to ask often."""
+        try:
+            status = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return status.st_ino, status.st_mtime_ns
+
+    def read(self) -> Published | None:
+        """The current document, or None before the first publish."""
+        try:
+            with open(self.path, "rb") as file:
+                status = os.fstat(file.fileno())
+                data = file.read()
+        except FileNotFoundError:
+            return None
+        header, _, document = data.partition(b"\n")
+        meta = orjson.loads(header)
+        stamp = (status.st_ino, status.st_mtime_ns)
+        return Published(meta["revision"], meta["source"], meta["published_ms"], document, stamp)
+
+    def last_checked_ms(self) -> int:
+        try:
+            return os.stat(self.checked_path).st_mtime_ns // 1_000_000
+        except FileNotFoundError:
+            return 0
