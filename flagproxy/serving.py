@@ -19,6 +19,12 @@ its multi-worker manager, both of which matter for `docker stop` right after a s
    while trying to serve"). Our manager process ignores those two signals (and dies with the main process
    if that is killed outright); Sanic shuts it down itself once every worker has stopped.
 
+4. A worker gets a stop signal twice when the whole group is signalled: the group's SIGTERM, then the
+   manager's own SIGINT. Sanic's handler stops the loop on each, and the second stop, left pending, ends
+   the graceful wait for open connections with "Event loop stopped before Future completed" (a
+   traceback, in-flight requests cut). `guard_worker_signals(app)` lets only the first signal stop a
+   worker and ignores stop signals once the worker is stopping.
+
 Sanic does not replace a worker that dies: `flagproxy proxy --workers 2` would go on with one. The
 manager's loop here starts a replacement for any server worker that exits while no shutdown is under way
 (at most one start per worker a second, so a worker that crashes on start cannot spin).
@@ -35,11 +41,13 @@ before any worker starts, and no program that does not set SO_REUSEPORT can take
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import ctypes.util
 import multiprocessing
 import signal
 import socket
+import threading
 import time
 from contextlib import suppress
 from multiprocessing.managers import SyncManager
@@ -106,6 +114,35 @@ def defer_stop_signals() -> None:
 
     signal.signal(signal.SIGTERM, remember)
     signal.signal(signal.SIGINT, remember)
+
+
+def guard_worker_signals(app: Sanic[Any, Any]) -> None:
+    """Make a served app stop once, on the first SIGTERM/SIGINT, and ignore those signals afterwards."""
+
+    async def stop_once_on_signal(app: Sanic[Any, Any]) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # served by a test or an embedding program on a loop of its own: no signals here
+        loop = asyncio.get_running_loop()
+        stopping = False
+
+        def stop() -> None:
+            nonlocal stopping
+            if not stopping:
+                stopping = True
+                app.stop(terminate=False)
+
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            with suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(signum, stop)  # replaces Sanic's
+
+    async def ignore_signals_while_stopping(app: Sanic[Any, Any]) -> None:
+        # Sanic has just removed the loop's handlers, which restores the defaults (die, KeyboardInterrupt).
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+    app.register_listener(stop_once_on_signal, "after_server_start")
+    app.register_listener(ignore_signals_while_stopping, "before_server_stop")
 
 
 def _make_shutdown_safe() -> None:

@@ -40,6 +40,7 @@ from flagproxy.proxy.schemas import check_metrics, check_register
 from flagproxy.proxy.settings import ProxySettings
 from flagproxy.proxy.store import SnapshotStore
 from flagproxy.proxy.trust import client_address
+from flagproxy.serving import guard_worker_signals
 from flagproxy.sync.usage import MetricsCollector
 
 BODY_LIMIT = 102400  # bytes, the Node proxy's (body-parser's) 100 kB
@@ -123,6 +124,7 @@ class _ProxyApp:
         app.error_handler.add(Exception, self._unexpected)
         app.register_listener(self._start, "before_server_start")
         app.register_listener(self._stop, "after_server_stop")
+        guard_worker_signals(app)
 
     # ---- wiring -------------------------------------------------------------------------------------
 

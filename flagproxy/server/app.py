@@ -19,6 +19,7 @@ from flagproxy.server.routes import blueprints
 from flagproxy.server.settings import ServerSettings
 from flagproxy.server.startup import open_and_prepare
 from flagproxy.server.storage.database import Database
+from flagproxy.serving import guard_worker_signals
 
 LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING, "error": logging.ERROR}
 
@@ -59,6 +60,7 @@ def create_app(settings: ServerSettings, name: str = "flagproxy-server") -> Serv
     app.ext.openapi.add_security_scheme("apiKey", "apiKey", location="header", name="Authorization")
 
     install_error_handlers(app)
+    guard_worker_signals(app)
     app.register_middleware(authenticate, "request")
     for blueprint in blueprints():
         app.blueprint(blueprint)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 from flagproxy.proxy.settings import ProxySettings
 from flagproxy.sync.backup import FileStorageProvider
 from tests.http.loopback import KEY, SAMPLE, LoopThread, RunningProxy, StubUpstream
+from tests.http.processes import Process
 
 
 @pytest.fixture(scope="session")
@@ -58,3 +60,25 @@ def proxy_factory(
 @pytest.fixture
 def proxy(proxy_factory: Callable[..., RunningProxy]) -> RunningProxy:
     return proxy_factory()
+
+
+@pytest.fixture
+def base_env(tmp_path: Path) -> dict[str, str]:
+    keep = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "PYTHONPATH", "VIRTUAL_ENV")}
+    return {**keep, "TMPDIR": str(tmp_path)}
+
+
+@pytest.fixture
+def launch(base_env) -> Iterator:
+    started: list[Process] = []
+
+    def start(
+        env: dict[str, str], args: list[str] | None = None, command: list[str] | None = None
+    ) -> Process:
+        process = Process(args or [], {**base_env, **env}, command)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.stop()

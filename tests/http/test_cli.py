@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import json
 import os
-import select
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from flagproxy.proxy.settings import OPTIONS
 from tests.etags import assert_node_body
 from tests.http.loopback import KEY, fetch, free_port
+from tests.http.processes import sockets_by_process, wait_until_listening
 
 pytestmark = pytest.mark.slow
 
@@ -33,12 +30,6 @@ def run_cli(args: list[str], env: dict[str, str], timeout: float = 20) -> subpro
         text=True,
         timeout=timeout,
     )
-
-
-@pytest.fixture
-def base_env(tmp_path: Path) -> dict[str, str]:
-    keep = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "PYTHONPATH", "VIRTUAL_ENV")}
-    return {**keep, "TMPDIR": str(tmp_path)}
 
 
 def test_help_lists_every_option_with_its_default(base_env):
@@ -135,76 +126,6 @@ def test_a_port_in_use_is_one_line_and_exit_2(base_env):
     assert (
         result.stderr == f"flagproxy proxy: PORT: cannot listen on 0.0.0.0:{port}: Address already in use\n"
     )
-
-
-class Process:
-    def __init__(self, args: list[str], env: dict[str, str], command: list[str] | None = None) -> None:
-        self.port = int(env["PORT"]) if "PORT" in env else free_port()
-        if command is None:
-            command = [sys.executable, "-m", "flagproxy", "proxy"]
-            env = {**env, "PORT": str(self.port), "PROXY_HOST": "127.0.0.1"}
-        self.popen = subprocess.Popen(
-            [*command, *args],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,  # its own process group, so workers can be cleaned up with it
-        )
-
-    def wait_ready(self, timeout: float = 20, health: str = "/proxy/health") -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.popen.poll() is None, self.popen.communicate()
-            try:
-                if fetch(self.port, "GET", health, timeout=1)[0] == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError("the proxy process never became ready")
-
-    def read_until(self, text: str, timeout: float = 20) -> str:
-        """What the process printed (both streams) up to and including `text`."""
-        pipes = [self.popen.stdout, self.popen.stderr]
-        seen = ""
-        deadline = time.monotonic() + timeout
-        while text not in seen:
-            assert time.monotonic() < deadline, seen
-            readable, _, _ = select.select(pipes, [], [], 0.1)
-            for pipe in readable:
-                seen += os.read(pipe.fileno(), 65536).decode(errors="replace")
-        return seen
-
-    def stop(self, signum: int = signal.SIGINT) -> tuple[str, str]:
-        if self.popen.poll() is None:
-            self.popen.send_signal(signum)
-        try:
-            return self.popen.communicate(timeout=15)
-        except subprocess.TimeoutExpired:
-            return "", "did not stop in time"
-        finally:
-            # Whatever is left of the group (a worker that outlived the main process) goes too.
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.popen.pid, signal.SIGKILL)
-            if self.popen.poll() is None:
-                self.popen.wait(5)
-
-
-@pytest.fixture
-def launch(base_env) -> Iterator:
-    started: list[Process] = []
-
-    def start(
-        env: dict[str, str], args: list[str] | None = None, command: list[str] | None = None
-    ) -> Process:
-        process = Process(args or [], {**base_env, **env}, command)
-        started.append(process)
-        return process
-
-    yield start
-    for process in started:
-        process.stop()
 
 
 def test_the_readme_command_serves_correct_toggles(launch, upstream):
@@ -450,39 +371,6 @@ def test_a_process_configured_by_environment_alone_honours_every_kind_of_option(
     assert any("ready to receive traffic" in r["message"] for r in records)  # JSON lines at info
 
 
-def _sockets_by_process(port: int, group: int) -> dict[str, dict[int, int]]:
-    """{"listen"|"established": {pid: count}} of the IPv4 TCP sockets on local `port` held by processes of
-    process group `group`, read from /proc (what `ss -tnp` shows)."""
-    states = {"0A": "listen", "01": "established"}
-    inodes: dict[str, str] = {}
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        if int(fields[1].split(":")[1], 16) == port and fields[3] in states:
-            inodes[fields[9]] = states[fields[3]]
-    found: dict[str, dict[int, int]] = {"listen": {}, "established": {}}
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            if os.getpgid(int(proc.name)) != group:
-                continue
-            links = [os.readlink(fd) for fd in (proc / "fd").iterdir()]
-        except OSError:  # gone meanwhile, or not ours to read
-            continue
-        for link in links:
-            state = inodes.get(link.removeprefix("socket:[").removesuffix("]"))
-            if state:
-                found[state][int(proc.name)] = found[state].get(int(proc.name), 0) + 1
-    return found
-
-
-def _wait_until_listening(process: Process, workers: int, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while len(_sockets_by_process(process.port, process.popen.pid)["listen"]) < workers:
-        assert time.monotonic() < deadline, "not every worker is listening"
-        time.sleep(0.05)
-
-
 def test_each_worker_listens_on_its_own_socket_and_connections_spread_over_them(launch, upstream):
     # Sanic's one shared socket let one worker take most of a burst of keep-alive connections (38 of 50);
     # flagproxy/serving.py gives each worker its own SO_REUSEPORT socket, so the kernel spreads them.
@@ -496,8 +384,8 @@ def test_each_worker_listens_on_its_own_socket_and_connections_spread_over_them(
         ["--workers", "2"],
     )
     process.wait_ready()
-    _wait_until_listening(process, 2)
-    listening = _sockets_by_process(process.port, process.popen.pid)["listen"]
+    wait_until_listening(process, 2)
+    listening = sockets_by_process(process.port, process.popen.pid)["listen"]
     assert len(listening) == 2 and set(listening.values()) == {1}, listening
     assert process.popen.pid not in listening  # the main process keeps the address bound, not listening
     connections = [http.client.HTTPConnection("127.0.0.1", process.port, timeout=10) for _ in range(40)]
@@ -505,7 +393,7 @@ def test_each_worker_listens_on_its_own_socket_and_connections_spread_over_them(
         for connection in connections:
             connection.request("GET", "/proxy", headers={"Authorization": KEY})
             assert connection.getresponse().status == 200
-        established = _sockets_by_process(process.port, process.popen.pid)["established"]
+        established = sockets_by_process(process.port, process.popen.pid)["established"]
         assert set(established) == set(listening), (established, listening)
         assert sum(established.values()) == 40
         assert min(established.values()) >= 5, established  # even by hashing: below 5 of 40 is ~1e-7

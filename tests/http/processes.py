@@ -1,0 +1,126 @@
+"""`flagproxy proxy` as a real process in its own process group, and what it holds: its workers' sockets."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.http.loopback import fetch, free_port
+
+
+class Process:
+    def __init__(self, args: list[str], env: dict[str, str], command: list[str] | None = None) -> None:
+        self.port = int(env["PORT"]) if "PORT" in env else free_port()
+        if command is None:
+            command = [sys.executable, "-m", "flagproxy", "proxy"]
+            env = {**env, "PORT": str(self.port), "PROXY_HOST": "127.0.0.1"}
+        self.popen = subprocess.Popen(
+            [*command, *args],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # its own process group, so workers can be cleaned up with it
+        )
+
+    def wait_ready(self, timeout: float = 20, health: str = "/proxy/health") -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.popen.poll() is None, self.popen.communicate()
+            try:
+                if fetch(self.port, "GET", health, timeout=1)[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError("the proxy process never became ready")
+
+    def read_until(self, text: str, timeout: float = 20) -> str:
+        """What the process printed (both streams) up to and including `text`."""
+        pipes = [self.popen.stdout, self.popen.stderr]
+        seen = ""
+        deadline = time.monotonic() + timeout
+        while text not in seen:
+            assert time.monotonic() < deadline, seen
+            readable, _, _ = select.select(pipes, [], [], 0.1)
+            for pipe in readable:
+                seen += os.read(pipe.fileno(), 65536).decode(errors="replace")
+        return seen
+
+    def stop(self, signum: int = signal.SIGINT) -> tuple[str, str]:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signum)
+        try:
+            return self.popen.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            return "", "did not stop in time"
+        finally:
+            # Whatever is left of the group (a worker that outlived the main process) goes too.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.popen.pid, signal.SIGKILL)
+            if self.popen.poll() is None:
+                self.popen.wait(5)
+
+
+def sockets_by_process(port: int, group: int) -> dict[str, dict[int, int]]:
+    """{"listen"|"established": {pid: count}} of the IPv4 TCP sockets on local `port` held by processes of
+    process group `group`, read from /proc (what `ss -tnp` shows)."""
+    states = {"0A": "listen", "01": "established"}
+    inodes: dict[str, str] = {}
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if int(fields[1].split(":")[1], 16) == port and fields[3] in states:
+            inodes[fields[9]] = states[fields[3]]
+    found: dict[str, dict[int, int]] = {"listen": {}, "established": {}}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(proc.name)) != group:
+                continue
+            links = [os.readlink(fd) for fd in (proc / "fd").iterdir()]
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        for link in links:
+            state = inodes.get(link.removeprefix("socket:[").removesuffix("]"))
+            if state:
+                found[state][int(proc.name)] = found[state].get(int(proc.name), 0) + 1
+    return found
+
+
+def wait_until_listening(process: Process, workers: int, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while len(sockets_by_process(process.port, process.popen.pid)["listen"]) < workers:
+        assert time.monotonic() < deadline, "not every worker is listening"
+        time.sleep(0.05)
+
+
+def listening_workers(process: Process) -> set[int]:
+    return set(sockets_by_process(process.port, process.popen.pid)["listen"])
+
+
+def worker_serving(process: Process, client_port: int) -> int | None:
+    """The pid of the worker holding the server side of the connection from local `client_port`, found in
+    /proc as `ss -tnp` would: no debug header, the proxy answers exactly as in production."""
+    inode = None
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote = fields[1].split(":")[1], fields[2].split(":")[1]
+        if int(local, 16) == process.port and int(remote, 16) == client_port and fields[3] == "01":
+            inode = fields[9]
+    if inode is None:
+        return None
+    for pid in listening_workers(process):
+        try:
+            links = [os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()]
+        except OSError:
+            continue
+        if f"socket:[{inode}]" in links:
+            return pid
+    return None

@@ -1,0 +1,269 @@
+"""`flagproxy proxy --workers N` behaves as one instance: one sync, one revision on every worker, one metrics
+stream, replaced workers, clean stops (flagproxy/proxy/leader.py, follower.py; flagproxy/serving.py).
+
+Real processes, each in a process group of its own, against the loopback upstream, which records every
+request it receives. Which worker answered a connection is read from /proc, so the proxy runs exactly as
+in production (no debug header).
+"""
+
+from __future__ import annotations
+
+import copy
+import http.client
+import json
+import os
+import signal
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from flagproxy.sync.spool import HANDOFF_SECONDS
+from tests.http.loopback import KEY, StubUpstream
+from tests.http.processes import Process, listening_workers, wait_until_listening, worker_serving
+
+pytestmark = pytest.mark.slow
+
+REFRESH_MS = 500
+METRICS_MS = 1000
+NAMED = json.dumps({"toggles": ["default-on", "disabled-feature"], "context": {"userId": "u1"}})
+
+
+def proxy_env(upstream: StubUpstream, **extra: str) -> dict[str, str]:
+    return {
+        "SERVICE_URL": upstream.url,
+        "SERVICE_API_TOKEN": "stub-server-token",
+        "SERVICE_PROXY_CLIENT_KEYS": KEY,
+        "SERVICE_FETCH_INTERVAL": str(REFRESH_MS),
+        "SERVICE_METRICS_INTERVAL": str(METRICS_MS),
+        **extra,
+    }
+
+
+def ask(
+    process: Process,
+    method: str = "GET",
+    path: str = "/proxy?userId=u1&sessionId=s1",
+    body: str | None = None,
+) -> tuple[int, dict[str, str], bytes, int | None]:
+    """One request on a new connection: status, headers, body and the pid of the worker that answered."""
+    connection = http.client.HTTPConnection("127.0.0.1", process.port, timeout=10)
+    try:
+        connection.connect()
+        client_port = connection.sock.getsockname()[1]
+        headers = {"Authorization": KEY}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        connection.request(method, path, body=body, headers=headers)
+        response = connection.getresponse()
+        data = response.read()
+        worker = worker_serving(process, client_port)  # the connection is still open (keep-alive)
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, data, worker
+    finally:
+        connection.close()
+
+
+def send_named(process: Process, count: int, workers: int) -> int:
+    """POST /proxy with two named toggles `count` times (more until every worker answered some)."""
+    answered: set[int | None] = set()
+    sent = 0
+    while sent < count or len(answered - {None}) < workers:
+        status, _, _, worker = ask(process, "POST", "/proxy", NAMED)
+        assert status == 200
+        answered.add(worker)
+        sent += 1
+    return sent
+
+
+def usage_totals(upstream: StubUpstream) -> tuple[int, int]:
+    """(yes of default-on, no of disabled-feature) over every metrics POST the upstream received."""
+    yes = no = 0
+    for post in upstream.received("/api/client/metrics"):
+        toggles = post["body"]["bucket"]["toggles"]
+        yes += toggles.get("default-on", {}).get("yes", 0)
+        no += toggles.get("disabled-feature", {}).get("no", 0)
+    return yes, no
+
+
+def wait_until(condition: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def stop_group(process: Process, signum: int) -> tuple[str, str]:
+    """`signum` to the whole process group, as systemd, dumb-init and terminals send it."""
+    os.killpg(process.popen.pid, signum)
+    try:
+        return process.popen.communicate(timeout=30)
+    except Exception:
+        os.killpg(process.popen.pid, signal.SIGKILL)
+        raise
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_the_upstream_sees_one_instance_whatever_the_number_of_workers(launch, upstream, workers):
+    process = launch(proxy_env(upstream), ["--workers", str(workers)])
+    process.wait_ready()
+    wait_until_listening(process, workers)
+    fetches_before = len(upstream.received("/api/client/features"))
+    time.sleep(3.0)
+    fetches = upstream.received("/api/client/features")[fetches_before:]
+    # One conditional fetch per refresh interval: 6 in 3 s, whatever N (N x 6 before there was one sync).
+    assert 4 <= len(fetches) <= 7, len(fetches)
+    assert all(fetch["headers"].get("If-None-Match") for fetch in fetches)
+
+    sent = send_named(process, 40, workers)
+    wait_until(lambda: usage_totals(upstream) == (sent, sent), 5, "usage never arrived in full")
+    time.sleep(METRICS_MS / 1000 * 1.5)
+    assert usage_totals(upstream) == (sent, sent)  # nothing counted twice
+    # Sent within one interval, the counts of every worker arrive in one POST (two if the requests
+    # straddled a send), never one per worker.
+    assert len(upstream.received("/api/client/metrics")) <= 2
+    assert len(upstream.received("/api/client/register")) == 1
+    _, stderr = process.stop(signal.SIGTERM)
+    assert process.popen.returncode == 0, stderr
+
+
+def test_every_worker_serves_a_new_revision_within_the_refresh_interval_and_a_second(launch, upstream):
+    workers = 3
+    process = launch(proxy_env(upstream), ["--workers", str(workers)])
+    process.wait_ready()
+    wait_until_listening(process, workers)
+
+    def answers_by_worker(accept: Any) -> dict[int, tuple[str, bytes, float]]:
+        """Every worker's (ETag, body, first time) for the same request, once `accept(body)` holds."""
+        found: dict[int, tuple[str, bytes, float]] = {}
+        deadline = time.monotonic() + 10
+        while len(found) < workers:
+            assert time.monotonic() < deadline, f"only workers {sorted(found)} answered as expected"
+            status, headers, body, worker = ask(process)
+            assert status == 200
+            if worker is not None and worker not in found and accept(body):
+                found[worker] = (headers["etag"], body, time.monotonic())
+        return found
+
+    before = answers_by_worker(lambda body: True)
+    assert len({(etag, body) for etag, body, _ in before.values()}) == 1  # one revision, byte for byte
+
+    changed = copy.deepcopy(upstream.payload)
+    changed["features"].append(
+        {"name": "brand-new", "enabled": True, "strategies": [{"name": "default", "parameters": {}}]}
+    )
+    upstream.payload = changed
+    changed_at = time.monotonic()
+    after = answers_by_worker(lambda body: b'"brand-new"' in body)
+    latest = max(seen for _, _, seen in after.values()) - changed_at
+    assert latest <= REFRESH_MS / 1000 + 1.0, latest
+    assert len({(etag, body) for etag, body, _ in after.values()}) == 1  # identical bytes and ETags
+    assert {etag for etag, _, _ in after.values()} != {etag for etag, _, _ in before.values()}
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_usage_counts_arrive_once_across_a_killed_worker_and_the_stop(launch, upstream, signum):
+    process = launch(proxy_env(upstream), ["--workers", "2"])
+    process.wait_ready()
+    wait_until_listening(process, 2)
+    expected_body = ask(process)[2]
+    sent = send_named(process, 30, 2)
+
+    # A worker killed outright loses what it counted since its last handoff (HANDOFF_SECONDS, documented
+    # in docs/proxy.md); wait that long, so every count so far must arrive.
+    time.sleep(HANDOFF_SECONDS * 2)
+    before = listening_workers(process)
+    victim = min(before)
+    os.kill(victim, signal.SIGKILL)
+    wait_until(
+        lambda: len(listening_workers(process) - before) == 1, 20, "the killed worker was not replaced"
+    )
+    (replacement,) = listening_workers(process) - before
+    # The replacement answers its first request with the current snapshot: never a 503.
+    served_by_replacement = 0
+    deadline = time.monotonic() + 10
+    while served_by_replacement < 3:
+        assert time.monotonic() < deadline, "no connection reached the replacement"
+        status, _, body, worker = ask(process)
+        assert (status, body) == (200, expected_body)
+        served_by_replacement += worker == replacement
+    sent += send_named(process, 30, 2)
+
+    stdout, stderr = stop_group(process, signum)
+    assert process.popen.returncode == 0, stderr
+    assert "Traceback" not in stdout + stderr
+    # Every named-toggle request counted exactly once: those of the killed worker (handed over before it
+    # died), its replacement's and the last counts of both, which the stop flushed in one last POST.
+    assert usage_totals(upstream) == (sent, sent)
+    assert len(upstream.received("/api/client/register")) == 1
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stop_signal_to_the_process_group_under_load_finishes_every_answer(launch, upstream, signum):
+    # A long metrics interval: the only metrics POST is the one the stop sends.
+    process = launch(proxy_env(upstream, SERVICE_METRICS_INTERVAL="600000"), ["--workers", "2"])
+    process.wait_ready()
+    wait_until_listening(process, 2)
+    outcomes: dict[str, int] = {"ok": 0, "refused": 0, "closed": 0}
+    problems: list[str] = []
+    stop = threading.Event()
+
+    def load() -> None:
+        while not stop.is_set():
+            try:
+                status, headers, body, _ = ask(process, "POST", "/proxy", NAMED)
+            except (ConnectionRefusedError, ConnectionResetError):
+                outcomes["refused"] += 1  # nothing was listening any more: no request was made
+                time.sleep(0.01)
+                continue
+            except http.client.RemoteDisconnected:
+                outcomes["closed"] += 1  # closed before any answer: the request was never handled
+                continue
+            except Exception as exc:  # IncompleteRead and the like: a truncated answer
+                problems.append(repr(exc))
+                continue
+            if status != 200 or int(headers["content-length"]) != len(body):
+                problems.append(f"{status} {headers} {body[:80]!r}")
+                continue
+            json.loads(body)
+            outcomes["ok"] += 1
+
+    threads = [threading.Thread(target=load) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    try:
+        time.sleep(1.5)
+        os.killpg(process.popen.pid, signum)
+        stdout, stderr = process.popen.communicate(timeout=30)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(15)
+    assert problems == []
+    assert outcomes["ok"] > 50, outcomes
+    assert process.popen.returncode == 0, stderr
+    assert "Traceback" not in stdout + stderr, stdout + stderr
+    # Every answered named-toggle request is counted once, in the one POST sent at the stop.
+    (flush,) = upstream.received("/api/client/metrics")
+    assert usage_totals(upstream) == (outcomes["ok"], outcomes["ok"]), (outcomes, flush["body"])
+
+
+def test_workers_stop_when_the_main_process_is_killed(launch, upstream):
+    process = launch(proxy_env(upstream), ["--workers", "2"])
+    process.wait_ready()
+    wait_until_listening(process, 2)
+    workers = listening_workers(process)
+    os.kill(process.popen.pid, signal.SIGKILL)
+
+    def all_gone() -> bool:
+        return not any(os.path.exists(f"/proc/{pid}") and _alive(pid) for pid in workers)
+
+    wait_until(all_gone, 10, "workers outlived their main process")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ", 1)[1][0] != "Z"
+    except FileNotFoundError:
+        return False
