@@ -14,11 +14,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks.load import node, report, wrk
+from benchmarks.load import memory, node, report, wrk
 from benchmarks.load.runner import Options, run_flags, stderr_log
 from benchmarks.load.scenarios import SCENARIOS, SCENARIOS_BY_NAME
 
-SMOKE = {"flags": "50", "duration": 1, "warmup": 0}
+SMOKE = {"flags": "50", "duration": 1, "warmup": 0, "memory_workers": "2"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,6 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=",".join(s.name for s in SCENARIOS),
         help="comma-separated, from: " + ", ".join(s.name for s in SCENARIOS),
     )
+    add(
+        "--memory-workers",
+        help="worker counts whose whole-instance RSS is measured after the filling scenarios, e.g. 1,2,4 "
+        "(default 1,2,4; --smoke: 2; 0 skips it)",
+    )
     add("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     add("--peer-node", action="store_true", help=f"also load @unleash/proxy@{node.VERSION} (installed once)")
     add("--smoke", action="store_true", help="a few seconds a scenario, 50 flags: CI's check that it runs")
@@ -51,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Options:
-    defaults: dict[str, Any] = {"flags": "200", "duration": 10, "warmup": 2}
+    defaults: dict[str, Any] = {"flags": "200", "duration": 10, "warmup": 2, "memory_workers": "1,2,4"}
     if args.smoke:
         defaults.update(SMOKE)
     for key, value in defaults.items():
@@ -61,6 +66,12 @@ def parse_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         flags = tuple(int(f) for f in args.flags.split(",") if f.strip())
     except ValueError:
         parser.error(f"--flags: {args.flags!r} is not a comma-separated list of numbers")
+    try:
+        memory_workers = tuple(int(n) for n in args.memory_workers.split(",") if n.strip() and int(n))
+    except ValueError:
+        parser.error(f"--memory-workers: {args.memory_workers!r} is not a comma-separated list of numbers")
+    if any(n < 0 for n in memory_workers):
+        parser.error("--memory-workers: worker counts must be positive")
     names = list(dict.fromkeys(n.strip() for n in args.scenarios.split(",") if n.strip()))  # no repeats
     unknown = [n for n in names if n not in SCENARIOS_BY_NAME]
     if unknown or not names:
@@ -81,6 +92,7 @@ def parse_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         warmup=args.warmup,
         wrk=wrk.WrkOptions(args.threads, args.connections, args.timeout),
         peer_node=args.peer_node,
+        memory_workers=memory_workers,
     )
 
 
@@ -109,6 +121,7 @@ def machine(options: Options) -> dict[str, Any]:
             "wrk_timeout_s": options.wrk.timeout,
             "duration_s": options.duration,
             "warmup_s": options.warmup,
+            "memory_workers": list(options.memory_workers),
         },
     }
 
@@ -129,9 +142,13 @@ def main(argv: list[str]) -> int:
     root = Path(tempfile.mkdtemp(prefix="flagproxy-load-"))
     stderr_log(f"load average {meta['load_average_before']} on {meta['cpus']} CPUs; logs in {root}")
     runs: list[report.FlagRun] = []
+    memory_rows: list[memory.InstanceMemory] = []
     try:
         for flags in options.flags:
             runs.append(run_flags(flags, options, root, stderr_log))
+        for flags in options.flags:
+            for workers in options.memory_workers:
+                memory_rows.append(memory.measure_memory(flags, workers, options, root, stderr_log))
     except KeyboardInterrupt:
         stderr_log("interrupted; every service was stopped")
         return 130
@@ -140,12 +157,18 @@ def main(argv: list[str]) -> int:
         raise
     meta["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     print(report.markdown(runs))
+    if memory_rows:
+        print("\n" + memory.markdown(memory_rows))
     if args.json:
-        report.write_json(args.json, meta, runs)
-    trouble = report.problems(runs)
+        report.write_json(args.json, meta, runs, memory_rows)
+    trouble = report.problems(runs) + [
+        f"{row.flags} flags, {row.workers} workers (memory run): {row.errors} failed requests"
+        for row in memory_rows
+        if row.errors
+    ]
     for line in trouble:
         stderr_log(f"PROBLEM: {line}")
-    failed = report.failed(runs)
+    failed = report.failed(runs) or any(row.errors for row in memory_rows)
     if failed or args.keep:
         stderr_log(f"logs and wrk scripts kept in {root}")
     else:

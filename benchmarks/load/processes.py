@@ -136,7 +136,7 @@ class Service:
         """Resident memory in MiB: the main process, and each Sanic worker (children that Sanic's worker
         manager started with SANIC_WORKER_NAME=Sanic-Server-*; its sync manager and multiprocessing's
         resource tracker are not workers)."""
-        workers = [rss_mib(pid) for pid in children(self.process.pid) if _is_sanic_worker(pid)]
+        workers = [rss_mib(pid) for pid in children(self.process.pid) if is_sanic_worker(pid)]
         return {"main": rss_mib(self.process.pid), "workers": [w for w in workers if w is not None]}
 
 
@@ -194,7 +194,7 @@ def rss_mib(pid: int) -> float | None:
     return None
 
 
-def _is_sanic_worker(pid: int) -> bool:
+def is_sanic_worker(pid: int) -> bool:
     try:
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     except OSError:

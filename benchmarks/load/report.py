@@ -75,8 +75,13 @@ def problems(runs: list[FlagRun]) -> list[str]:
     return out
 
 
-def write_json(path: Path, meta: dict[str, Any], runs: list[FlagRun]) -> None:
-    document = {**meta, "ok": not failed(runs), "runs": [asdict(run) for run in runs]}
+def write_json(path: Path, meta: dict[str, Any], runs: list[FlagRun], memory: list[Any] = ()) -> None:
+    document = {
+        **meta,
+        "ok": not failed(runs),
+        "runs": [asdict(run) for run in runs],
+        "instance_memory": [{**asdict(row), "total_mib": row.total_mib} for row in memory],
+    }
     path.write_text(json.dumps(document, indent=2) + "\n")
 
 

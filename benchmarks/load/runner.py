@@ -42,6 +42,7 @@ class Options:
     warmup: int
     wrk: wrk.WrkOptions
     peer_node: bool
+    memory_workers: tuple[int, ...] = ()  # instance RSS runs (benchmarks/load/memory.py)
 
 
 def run_flags(flags: int, options: Options, root: Path, log: Callable[[str], None]) -> FlagRun:
