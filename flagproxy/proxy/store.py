@@ -12,6 +12,8 @@ once compiled, so the next compile reuses their memory instead of adding to it.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import gc
 import time
 from collections.abc import Mapping, Sequence
@@ -62,6 +64,28 @@ class ServedSnapshot:
         self.reads_remote_address = b"remoteAddress" in self.features_body
 
 
+def _load_malloc_trim() -> Any:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc.malloc_trim
+    except (OSError, AttributeError):  # not glibc: nothing to trim
+        return None
+
+
+_malloc_trim = _load_malloc_trim()
+
+
+def _return_free_memory() -> None:
+    """Give the C allocator's free pages back to the system once a snapshot is swapped in.
+
+    Compiling frees the payload and the previous snapshot; glibc keeps what was malloc'd for them (the
+    large strings, lists and the engine's tables) unless asked. Without this a worker's RSS crept up with
+    every new snapshot (5000 flags: 94 MiB after the first, 116 after the fourth; with it 91, then 101-105,
+    steady). Python's own small-object arenas are released by Python when they empty."""
+    if _malloc_trim is not None:
+        _malloc_trim(0)
+
+
 def _freeze_long_lived_objects() -> None:
     """Keep the snapshot's objects out of the cyclic garbage collector's full passes.
 
@@ -109,6 +133,7 @@ class SnapshotStore:
         del snapshot, payload
         self.current = served
         _freeze_long_lived_objects()
+        _return_free_memory()
         self.last_update_ms = at_ms if at_ms is not None else int(time.time() * 1000)
         self.last_fetch_ms = max(self.last_fetch_ms, self.last_update_ms)
         return served

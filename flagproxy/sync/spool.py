@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import secrets
 import tempfile
 from typing import Any
 
@@ -30,13 +31,16 @@ SUFFIX = ".usage.json"
 class UsageSpool:
     def __init__(self, directory: str) -> None:
         self.directory = directory
+        # Unique per spool, not only per process: two spools in one process (tests, embedding) or a
+        # replacement worker that got a dead one's pid must never write the same file name.
+        self._prefix = f"{os.getpid()}-{secrets.token_hex(6)}"
         self._numbers = itertools.count(1)
 
     def hand_off(self, counts: UsageCounts) -> None:
         """Write `counts` for the leader (nothing if empty)."""
         if not counts:
             return
-        name = f"{os.getpid()}-{next(self._numbers)}{SUFFIX}"
+        name = f"{self._prefix}-{next(self._numbers)}{SUFFIX}"
         fd, temporary = tempfile.mkstemp(prefix=".usage-", dir=self.directory)
         try:
             with os.fdopen(fd, "wb") as file:

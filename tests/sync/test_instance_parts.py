@@ -1,0 +1,131 @@
+"""The parts one instance's sync and workers share, on their own: the published document, the usage spool
+and a worker's follower (the whole through real processes: tests/http/test_workers.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import orjson
+import pytest
+
+from flagproxy.proxy.follower import Follower
+from flagproxy.proxy.leader import Instance
+from flagproxy.proxy.store import SnapshotStore
+from flagproxy.sync.publication import Publication
+from flagproxy.sync.spool import UsageSpool
+from flagproxy.sync.usage import MetricsCollector
+
+PAYLOAD = {"version": 2, "features": [{"name": "a", "enabled": True, "strategies": []}]}
+
+
+class Log:
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str]] = []
+
+    def __getattr__(self, level: str):
+        return lambda message, *args: self.lines.append((level, message))
+
+
+def test_each_publish_is_a_new_stamp_and_the_next_revision(tmp_path):
+    leader, reader = Publication(str(tmp_path)), Publication(str(tmp_path))
+    assert reader.stamp() is None and reader.read() is None
+    assert leader.publish(PAYLOAD, "backup") == 1
+    first = reader.read()
+    assert (first.revision, first.source, orjson.loads(first.document)) == (1, "backup", PAYLOAD)
+    assert reader.stamp() == first.stamp
+    assert leader.publish(PAYLOAD, "upstream") == 2  # the same bytes again are still a new revision
+    assert reader.stamp() != first.stamp
+    # A restarted leader goes on from the file's revision, so workers never see one number twice.
+    assert Publication(str(tmp_path)).publish(PAYLOAD, "upstream") == 3
+    assert [n for n in os.listdir(tmp_path) if n.startswith(".snapshot-")] == []  # no temporary left
+
+
+def test_the_spool_moves_each_count_exactly_once(tmp_path):
+    worker_a, worker_b, leader = (
+        UsageSpool(str(tmp_path)),
+        UsageSpool(str(tmp_path)),
+        UsageSpool(str(tmp_path)),
+    )
+    counted = MetricsCollector()
+    counted.counts.count("x", True)
+    counted.counts.count("x", False)
+    counted.counts.merge({"y": {"yes": 2, "no": 0, "variants": {"blue": 2}}})
+    worker_a.hand_off(counted.take())
+    again = MetricsCollector()
+    again.counts.count("x", True)
+    worker_b.hand_off(again.take())
+    worker_b.hand_off(MetricsCollector().counts)  # nothing counted: no file
+    sender = MetricsCollector()
+    assert leader.collect(sender) == 2
+    assert sender.counts.as_toggles() == {
+        "x": {"yes": 2, "no": 1, "variants": {}},
+        "y": {"yes": 2, "no": 0, "variants": {"blue": 2}},
+    }
+    assert leader.collect(sender) == 0  # collected files are gone: nothing is counted twice
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_half_written_hand_off_is_not_read(tmp_path):
+    (tmp_path / ".usage-abc").write_bytes(b'{"x": {"yes"')  # a worker killed mid-write leaves this
+    sender = MetricsCollector()
+    assert UsageSpool(str(tmp_path)).collect(sender) == 0
+    assert not sender.counts
+
+
+def _follower(instance: Instance, store: SnapshotStore, collector: MetricsCollector, **kwargs) -> Follower:
+    return Follower(store, instance.publication, instance.spool, collector, Log(), **kwargs)
+
+
+def test_the_follower_installs_each_revision_once_and_keeps_the_last_good_one(tmp_path):
+    instance = Instance(str(tmp_path))
+    store = SnapshotStore()
+    follower = _follower(instance, store, MetricsCollector())
+    assert follower.load() is False and not store.ready  # nothing published: 503 until there is
+    instance.publication.publish(PAYLOAD, "upstream")
+    assert follower.load() is True
+    assert (store.revision, store.current.names, store.current.source) == (1, ("a",), "upstream")
+    assert follower.load() is False  # the same file: nothing to do
+    # A document that does not compile is logged and skipped; the last good snapshot keeps serving.
+    instance.publication.publish({"version": 2, "features": "nope"}, "upstream")
+    assert follower.load() is False
+    assert store.current.names == ("a",) and store.revision == 1
+    assert follower.logger.lines[-1][0] == "error" and "revision 2" in follower.logger.lines[-1][1]
+    changed = {"version": 2, "features": [{"name": "b", "enabled": True, "strategies": []}]}
+    instance.publication.publish(changed, "upstream")
+    assert follower.load() is True and store.current.names == ("b",) and store.revision == 3
+
+
+@pytest.mark.parametrize("metrics_on", [True, False])
+def test_the_follower_hands_usage_over_only_when_metrics_are_sent(tmp_path, metrics_on):
+    instance = Instance(str(tmp_path))
+    collector = MetricsCollector()
+    follower = _follower(instance, SnapshotStore(), collector, hand_off_usage=metrics_on)
+    collector.counts.count("a", True)
+    follower.stop()  # a stopping worker hands over what it counted
+    sender = MetricsCollector()
+    assert instance.spool.collect(sender) == (1 if metrics_on else 0)
+    assert bool(sender.counts) is metrics_on
+    assert bool(collector.counts) is not metrics_on  # with metrics off nothing would ever collect a file
+
+
+def test_the_follower_stops_its_worker_when_the_main_process_is_gone(tmp_path):
+    stopped: list[bool] = []
+    follower = _follower(
+        Instance(str(tmp_path)),
+        SnapshotStore(),
+        MetricsCollector(),
+        parent_pid=os.getppid() + 100_000,  # not our parent: as if it had died and we were adopted
+        on_orphaned=lambda: stopped.append(True),
+    )
+    asyncio.run(asyncio.wait_for(follower.run(), 5))
+    assert stopped == [True]
+
+
+def test_an_instance_removes_only_the_folder_it_created(tmp_path):
+    created = Instance.create()
+    joined = Instance(created.directory)
+    joined.remove()
+    assert os.path.isdir(created.directory)
+    created.remove()
+    assert not os.path.exists(created.directory)
