@@ -198,12 +198,15 @@ def test_usage_counts_arrive_once_across_a_killed_worker_and_the_stop(launch, up
     assert len(upstream.received("/api/client/register")) == 1
 
 
+@pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_a_stop_signal_to_the_process_group_under_load_finishes_every_answer(launch, upstream, signum):
+def test_a_stop_signal_to_the_process_group_under_load_finishes_every_answer(
+    launch, upstream, signum, workers
+):
     # A long metrics interval: the only metrics POST is the one the stop sends.
-    process = launch(proxy_env(upstream, SERVICE_METRICS_INTERVAL="600000"), ["--workers", "2"])
+    process = launch(proxy_env(upstream, SERVICE_METRICS_INTERVAL="600000"), ["--workers", str(workers)])
     process.wait_ready()
-    wait_until_listening(process, 2)
+    wait_until_listening(process, workers)
     outcomes: dict[str, int] = {"ok": 0, "refused": 0, "closed": 0}
     problems: list[str] = []
     stop = threading.Event()
