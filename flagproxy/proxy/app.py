@@ -32,7 +32,7 @@ from flagproxy.proxy.enrichers import EnricherError, enrich
 from flagproxy.proxy.errors import ClientError, parse_error, type_error
 from flagproxy.proxy.etag import none_match, weak_etag
 from flagproxy.proxy.follower import Follower
-from flagproxy.proxy.leader import Instance, build_sync
+from flagproxy.proxy.leader import Instance, build_sync, stop_sync
 from flagproxy.proxy.logger import make_logger
 from flagproxy.proxy.openapi import build_openapi
 from flagproxy.proxy.response_cache import ResponseCache
@@ -65,9 +65,12 @@ def create_app(
     return _ProxyApp(settings, log_warnings).app
 
 
-def create_worker_app(settings: ProxySettings, instance_directory: str, parent_pid: int) -> Sanic:
-    """A worker of a multi-worker instance: it follows the sync that the main process (`parent_pid`) runs
-    into `instance_directory` (flagproxy/proxy/leader.py) instead of syncing itself."""
+def create_worker_app(settings: ProxySettings, instance_directory: str, parent_pid: int | None) -> Sanic:
+    """One process of `flagproxy proxy`, in the instance folder `instance_directory` (leader.py). With
+    `parent_pid` (a worker of `--workers N`) it follows the sync that process runs; without, it is the
+    whole instance (`--workers 1`) and runs the sync itself."""
+    if parent_pid is None:
+        return _ProxyApp(settings, False, Instance.create(instance_directory)).app
     return _ProxyApp(settings, False, Instance(instance_directory), parent_pid).app
 
 
@@ -87,9 +90,9 @@ class _ProxyApp:
         self.client_keys = KeyRing(s.accepted_client_keys)
         self.server_keys = KeyRing(s.exp_server_side_sdk_config_tokens)
         self.log_warnings = log_warnings
-        # Without an instance folder this app is a whole instance: it runs the sync itself, in a folder of
-        # its own, and follows it like any worker.
-        self.runs_sync = instance is None
+        # Without a parent process this app is a whole instance: it runs the sync itself (in a private
+        # folder unless given one) and follows it like any worker.
+        self.runs_sync = parent_pid is None
         self.instance = instance
         self.parent_pid = parent_pid
         self.sync: Any = None
@@ -156,7 +159,8 @@ class _ProxyApp:
 
     async def _start(self, app: Sanic) -> None:
         if self.runs_sync:
-            self.instance = Instance.create()
+            if self.instance is None:
+                self.instance = Instance.create()
             self.sync = build_sync(self.settings, self.instance, self.logger, self.log_warnings)
             app.ctx.sync = self.sync
             await self.sync.start()  # the backup, if there is one, is published when this returns
@@ -183,8 +187,8 @@ class _ProxyApp:
                 await self.following
         if self.follower is not None:
             self.follower.stop()  # hands over what was counted since the last handoff
-        if self.sync is not None:
-            await self.sync.stop()  # and, with the sync here, sends it
+        if self.sync is not None and self.instance is not None:
+            await stop_sync(self.sync, self.instance)  # and, with the sync here, sends it
         if self.runs_sync and self.instance is not None:
             self.instance.remove()
 

@@ -102,16 +102,10 @@ def _cannot_listen(host: str, port: int) -> str | None:
     return None
 
 
-def _single_app(options: dict[str, Any]) -> Any:
-    """`--workers 1`: one process that syncs and serves."""
-    from flagproxy.proxy.app import create_app
-
-    return create_app(ProxySettings.load(options, os.environ), log_warnings=False)
-
-
-def _worker_app(options: dict[str, Any], instance_directory: str, parent_pid: int) -> Any:
+def _worker_app(options: dict[str, Any], instance_directory: str, parent_pid: int | None) -> Any:
     """Each worker process builds its own app from the same flags and environment (so it loads custom
-    strategies and enrichers itself) and follows the main process's sync."""
+    strategies and enrichers itself) and follows the main process's sync; `parent_pid` None: the one
+    process of `--workers 1`, which syncs itself."""
     from flagproxy.proxy.app import create_worker_app
 
     return create_worker_app(ProxySettings.load(options, os.environ), instance_directory, parent_pid)
@@ -120,7 +114,7 @@ def _worker_app(options: dict[str, Any], instance_directory: str, parent_pid: in
 def serve(settings: ProxySettings, options: dict[str, Any], workers: int) -> int:
     from sanic.worker.loader import AppLoader
 
-    from flagproxy.proxy.leader import Instance, LeaderThread
+    from flagproxy.proxy.leader import Instance, LeaderThread, instance_directory
     from flagproxy.proxy.logger import make_logger
     from flagproxy.serving import defer_stop_signals
     from flagproxy.serving import serve as run_workers
@@ -128,15 +122,16 @@ def serve(settings: ProxySettings, options: dict[str, Any], workers: int) -> int
     logger = make_logger(settings.logger, settings.log_level, settings.use_json_logger)
     for warning in settings.warnings:
         logger.warn(warning)
+    directory = instance_directory(settings)
     instance = None
     if workers == 1:
-        loader = AppLoader(factory=partial(_single_app, options))
+        loader = AppLoader(factory=partial(_worker_app, options, directory, None))
     else:
         # One sync for the instance, in this (the main) process; the workers follow it. A stop signal from
         # here on ends the start-up cleanly.
         defer_stop_signals()
-        instance = Instance.create()
-        loader = AppLoader(factory=partial(_worker_app, options, instance.directory, os.getpid()))
+        instance = Instance.create(directory)
+        loader = AppLoader(factory=partial(_worker_app, options, directory, os.getpid()))
     app = loader.load()
     if instance is not None:
         leader = LeaderThread(settings, instance, logger)

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import re
 import shutil
 import tempfile
 import threading
@@ -24,25 +26,72 @@ from typing import Any
 
 from flagproxy.proxy.settings import ProxySettings
 from flagproxy.sync.publication import Publication
+from flagproxy.sync.spool import SUFFIX as USAGE_SUFFIX
 from flagproxy.sync.spool import UsageSpool
 
 
 class Instance:
-    """The folder one instance's sync and workers share: the published document and the usage spool."""
+    """The folder one instance's sync and workers share: the published document and the usage spool.
 
-    def __init__(self, directory: str, *, owned: bool = False) -> None:
+    `flagproxy proxy` uses one folder per app name and port (`instance_directory`), so an instance that
+    starts where a killed one left off sends the usage counts that one had not sent yet: a killed main
+    process loses at most what its sync had already collected, and nothing is counted twice (collected
+    files are deleted). The published document of a former instance is never served: it is removed at
+    start (the backup is what makes a restarted proxy ready early). create_app() in a program or a test
+    uses a private temporary folder instead.
+    """
+
+    def __init__(self, directory: str, *, owned: bool = False, private: bool = False) -> None:
         self.directory = directory
-        self.owned = owned  # created by this process, which removes it at the end
+        self.owned = owned  # created by this process, which cleans it up at the end
+        self.private = private  # no later instance will look here: removed whole
         self.publication = Publication(directory)
         self.spool = UsageSpool(directory)
 
     @classmethod
-    def create(cls) -> Instance:
-        return cls(tempfile.mkdtemp(prefix="flagproxy-instance-"), owned=True)
+    def create(cls, directory: str | None = None) -> Instance:
+        if directory is None:
+            return cls(tempfile.mkdtemp(prefix="flagproxy-instance-"), owned=True, private=True)
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        instance = cls(directory, owned=True)
+        instance._remove_all_but_usage()
+        return instance
+
+    def _remove_all_but_usage(self) -> None:
+        for name in os.listdir(self.directory):
+            if not name.endswith(USAGE_SUFFIX):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(self.directory, name))
 
     def remove(self) -> None:
-        if self.owned:
+        """At the end: usage counts that could not be sent stay for the next instance in this folder."""
+        if not self.owned:
+            return
+        if self.private:
             shutil.rmtree(self.directory, ignore_errors=True)
+            return
+        self._remove_all_but_usage()
+        with contextlib.suppress(OSError):
+            os.rmdir(self.directory)  # only when no usage is left in it
+
+
+def instance_directory(settings: ProxySettings) -> str:
+    """`$TMPDIR/flagproxy-instance-<serviceAppName>-<port>`: where `flagproxy proxy` keeps its instance."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", settings.service_app_name)
+    return os.path.join(tempfile.gettempdir(), f"flagproxy-instance-{safe}-{settings.port}")
+
+
+def stop_sync(sync: Any, instance: Instance) -> Any:
+    """Stop `sync` (its last metrics POST included); what the upstream did not take goes back to the
+    spool for the next instance in the same folder."""
+
+    async def stop() -> None:
+        await sync.stop()
+        left = sync.collector.take()
+        if left is not None:
+            instance.spool.hand_off(left)
+
+    return stop()
 
 
 def build_sync(settings: ProxySettings, instance: Instance, logger: Any, log_warnings: bool = True) -> Any:
@@ -128,7 +177,7 @@ class LeaderThread:
         if not self._thread.is_alive():
             return
         if self.sync is not None:
-            stopping = asyncio.run_coroutine_threadsafe(self.sync.stop(), self.loop)
+            stopping = asyncio.run_coroutine_threadsafe(stop_sync(self.sync, self.instance), self.loop)
             with contextlib.suppress(Exception):
                 stopping.result(timeout)
         self.loop.call_soon_threadsafe(self.loop.stop)

@@ -310,3 +310,27 @@ def test_every_worker_loads_the_custom_strategies_and_enrichers(launch, upstream
     # The one registration names the custom strategy.
     register = upstream.wait_for("/api/client/register")[0]["body"]
     assert "myCustomStrategy" in register["strategies"]
+
+
+def test_counts_a_killed_main_process_had_not_sent_are_sent_by_the_next_instance(launch, upstream, base_env):
+    # A long metrics interval: the counts wait in the instance's folder until a send.
+    env = proxy_env(upstream, SERVICE_METRICS_INTERVAL="600000")
+    first = launch(env, ["--workers", "2"])
+    first.wait_ready()
+    wait_until_listening(first, 2)
+    sent = send_named(first, 20, 2)
+    time.sleep(HANDOFF_SECONDS * 2)  # every worker has handed its counts over
+    os.kill(first.popen.pid, signal.SIGKILL)  # the main process, and with it the sync, dies
+    wait_until(lambda: not listening_workers(first), 10, "the workers outlived their main process")
+    assert usage_totals(upstream) == (0, 0)
+    # The next instance of the same app on the same port (what systemd or Kubernetes starts) sends them,
+    # once, with its first metrics POST.
+    second = launch(
+        {**env, "PORT": str(first.port), "SERVICE_METRICS_INTERVAL": str(METRICS_MS)}, ["--workers", "2"]
+    )
+    second.wait_ready()
+    wait_until(lambda: usage_totals(upstream) == (sent, sent), 10, "the orphaned counts never arrived")
+    _, stderr = stop_group(second, signal.SIGTERM)
+    assert second.popen.returncode == 0, stderr
+    assert usage_totals(upstream) == (sent, sent)
+    assert not any(name.startswith("flagproxy-instance-") for name in os.listdir(base_env["TMPDIR"]))
