@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from flagproxy.sync.upstream import CLIENT_SPEC_VERSION, classify_status
-from flagproxy.sync.usage import MetricsCollector, UsageCounts, iso_now
+from flagproxy.sync.usage import MAX_TOGGLES, MAX_VARIANTS, MetricsCollector, UsageCounts, iso_now
 
 __all__ = ["MetricsCollector", "MetricsSender", "UsageCounts"]
 
@@ -73,6 +73,12 @@ class MetricsSender:
         counts = self.collector.take()
         if counts is None:
             return True
+        if counts.dropped:
+            self.logger.warn(
+                f"{counts.dropped} usage counts did not fit this metrics bucket ({MAX_TOGGLES} toggle names, "
+                f"{MAX_VARIANTS} variants each) and were not sent"
+            )
+            counts.dropped = 0  # said once; a bucket that is kept for the next try does not say it again
         status = await self.client.send_metrics(self.payload(counts))
         if isinstance(status, int) and 200 <= status < 300:
             self.failures = max(0, self.failures - 1)

@@ -1,9 +1,14 @@
 """The refresh loop: poll every refreshInterval, back off on trouble, never drop the last good snapshot.
 
 Backoff follows the Node SDK: after a retriable failure (timeouts, connection errors, 404/429/5xx) the
-next poll waits `interval * (1 + failures)`, failures capped at 10; each success lowers it by one.
-Unlike the Node proxy, a 401/403 does not stop polling for good (a rotated token would then need a restart):
-it is logged as an error every time and polling goes on at the longest backoff.
+next poll waits `interval * (1 + failures)`, failures capped at 10; each success lowers it by one. A 429
+or 503 with Retry-After waits at least that long (at most 10 minutes). Unlike the Node proxy, a 401/403
+does not stop polling for good (a rotated token would then need a restart): polling goes on at the
+longest backoff.
+
+A failure is logged once when it starts (or changes: another status, another cause), not at every poll of
+an upstream that stays down; the polls in between log at debug, and the first success after it logs that
+the upstream answers again.
 """
 
 from __future__ import annotations
@@ -41,20 +46,30 @@ class Poller:
         self.etag: str | None = None
         self.failures = 0
         self.polls = 0
+        self.trouble: str | None = None  # what the current run of failures is, as logged
+        self.retry_after_ms = 0  # what the upstream asked for with its last failure
 
     def next_delay_ms(self) -> int:
-        return self.interval_ms * (1 + self.failures)
+        return max(self.interval_ms * (1 + self.failures), self.retry_after_ms)
+
+    def _recovered(self) -> None:
+        self.retry_after_ms = 0
+        if self.trouble is not None:
+            self.logger.info(f"Upstream {self.source.features_url} answers again ({self.trouble} before)")
+            self.trouble = None
 
     async def poll_once(self) -> FetchResult:
         result = await self.source.fetch_features(self.etag)
         self.polls += 1
         if isinstance(result, Updated):
+            self._recovered()
             if await self.on_update(result.payload):
                 self.etag = result.etag
                 self.failures = max(0, self.failures - 1)
             else:
                 self.etag = None  # fetch it whole again next time
         elif result is NOT_MODIFIED:
+            self._recovered()
             self.failures = max(0, self.failures - 1)
             self.on_not_modified()
         elif isinstance(result, Failed):
@@ -63,20 +78,32 @@ class Poller:
 
     def _failed(self, failure: Failed) -> None:
         url = self.source.features_url
+        self.retry_after_ms = int((failure.retry_after or 0) * 1000)
         if failure.kind == "auth":
             self.failures = MAX_FAILURES
-            self.logger.error(
-                f"Upstream {url} {failure.reason}: the API token (SERVICE_API_TOKEN) is not allowed to read "
-                f"features. Still serving the last good flags; retrying in {self.next_delay_ms()} ms."
-            )
         elif failure.kind == "retry":
             self.failures = min(MAX_FAILURES, self.failures + 1)
+        trouble = f"{failure.kind}: {failure.reason}"
+        if trouble == self.trouble:
+            self.logger.debug(
+                f"Upstream {url} {failure.reason} again; next poll in {self.next_delay_ms()} ms"
+            )
+            return
+        self.trouble = trouble
+        once = "(said once until it changes)"
+        if failure.kind == "auth":
+            self.logger.error(
+                f"Upstream {url} {failure.reason}: the API token (SERVICE_API_TOKEN) is not allowed to read "
+                f"features. Still serving the last good flags; retrying every {self.next_delay_ms()} ms "
+                + once
+            )
+        elif failure.kind == "retry":
             self.logger.warn(
                 f"Upstream {url} {failure.reason}; keeping the last good flags, next poll in "
-                f"{self.next_delay_ms()} ms"
+                f"{self.next_delay_ms()} ms {once}"
             )
         else:
-            self.logger.error(f"Upstream {url} {failure.reason}; keeping the last good flags")
+            self.logger.error(f"Upstream {url} {failure.reason}; keeping the last good flags {once}")
 
     async def run(self) -> None:
         while True:

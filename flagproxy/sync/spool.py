@@ -44,7 +44,7 @@ class UsageSpool:
         fd, temporary = tempfile.mkstemp(prefix=".usage-", dir=self.directory)
         try:
             with os.fdopen(fd, "wb") as file:
-                file.write(orjson.dumps(counts.as_toggles()))
+                file.write(orjson.dumps({"toggles": counts.as_toggles(), "dropped": counts.dropped}))
             os.replace(temporary, os.path.join(self.directory, name))
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
@@ -61,11 +61,12 @@ class UsageSpool:
             path = os.path.join(self.directory, name)
             try:
                 with open(path, "rb") as file:
-                    toggles: dict[str, Any] = orjson.loads(file.read())
+                    handed: dict[str, Any] = orjson.loads(file.read())
                 # Deleted before it is counted: a leader that dies in between loses it, but never
                 # sends it twice.
                 os.unlink(path)
             except (FileNotFoundError, orjson.JSONDecodeError):
                 continue
-            collector.counts.merge(toggles)
+            collector.counts.merge(handed["toggles"])
+            collector.counts.dropped += handed["dropped"]
         return len(names)

@@ -9,6 +9,8 @@ every upstream request.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import email.utils
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,11 +64,32 @@ NOT_MODIFIED = _NotModified()
 
 @dataclass(frozen=True)
 class Failed:
-    """kind: "retry" (timeouts, 5xx, 429, 404: back off), "auth" (401/403), "other" (anything else)."""
+    """kind: "retry" (timeouts, 5xx, 429, 404: back off), "auth" (401/403), "other" (anything else).
+    `retry_after`: seconds the upstream asked us to wait (Retry-After on a 429 or 503), if it said."""
 
     kind: str
     reason: str
     status: int | None = None
+    retry_after: float | None = None
+
+
+MAX_RETRY_AFTER = 600.0  # seconds: a longer Retry-After is taken as this
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """Retry-After as seconds: a number of seconds, or an HTTP date; None when absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return min(float(value), MAX_RETRY_AFTER)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return min(max(0.0, (when - dt.datetime.now(dt.UTC)).total_seconds()), MAX_RETRY_AFTER)
 
 
 FetchResult = Updated | _NotModified | Failed
@@ -164,8 +187,11 @@ class UpstreamClient:
                 if response.status == 304:
                     return NOT_MODIFIED
                 if response.status != 200:
+                    wait = None
+                    if response.status in (429, 503):
+                        wait = retry_after_seconds(response.headers.get("Retry-After"))
                     return Failed(
-                        classify_status(response.status), f"answered {response.status}", response.status
+                        classify_status(response.status), f"answered {response.status}", response.status, wait
                     )
                 body = await response.read()
                 new_etag = response.headers.get("ETag")

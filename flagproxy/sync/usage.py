@@ -15,21 +15,37 @@ def iso_now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+# Bounds on one bucket. Callers name toggles (unknown names are counted too, as the Node proxy does) and
+# frontend SDKs post buckets of their own, so without a bound a stream of made-up names would grow a
+# worker's memory, and the sync's while the upstream refuses metrics (a failed bucket is kept and merged
+# into the next). At these bounds a bucket holds at most about 10,000 x (100 variants) entries, a few MB
+# in the worst case; what does not fit is dropped and counted in `dropped`.
+MAX_TOGGLES = 10_000
+MAX_VARIANTS = 100
+
+
 class UsageCounts:
     """Counts since the last flush: name → [yes, no, {variant: count}]."""
 
     def __init__(self) -> None:
         self.start = iso_now()
         self.toggles: dict[str, list[Any]] = {}
+        self.dropped = 0  # counts that did not fit (MAX_TOGGLES, MAX_VARIANTS)
 
-    def _entry(self, name: str) -> list[Any]:
+    def _entry(self, name: str) -> list[Any] | None:
         entry = self.toggles.get(name)
         if entry is None:
+            if len(self.toggles) >= MAX_TOGGLES:
+                return None
             entry = self.toggles[name] = [0, 0, {}]
         return entry
 
     def count(self, name: str, enabled: bool) -> None:
-        self._entry(name)[0 if enabled else 1] += 1
+        entry = self._entry(name)
+        if entry is None:
+            self.dropped += 1
+            return
+        entry[0 if enabled else 1] += 1
 
     def count_outcomes(self, outcomes: Iterable[tuple[str, bool, str]]) -> None:
         for name, enabled, _variant in outcomes:
@@ -39,10 +55,17 @@ class UsageCounts:
         """Add a client bucket's `toggles` (already validated: yes/no/variant counts are ints >= 0)."""
         for name, counts in toggles.items():
             entry = self._entry(name)
+            if entry is None:
+                self.dropped += counts.get("yes", 0) + counts.get("no", 0)
+                continue
             entry[0] += counts.get("yes", 0)
             entry[1] += counts.get("no", 0)
+            variants = entry[2]
             for variant, n in (counts.get("variants") or {}).items():
-                entry[2][variant] = entry[2].get(variant, 0) + n
+                if variant in variants or len(variants) < MAX_VARIANTS:
+                    variants[variant] = variants.get(variant, 0) + n
+                else:
+                    self.dropped += n
 
     def as_toggles(self) -> dict[str, dict[str, Any]]:
         return {name: {"yes": y, "no": n, "variants": dict(v)} for name, (y, n, v) in self.toggles.items()}
@@ -66,4 +89,5 @@ class MetricsCollector:
     def give_back(self, taken: UsageCounts) -> None:
         current = self.counts
         taken.merge(current.as_toggles())
+        taken.dropped += current.dropped
         self.counts = taken

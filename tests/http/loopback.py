@@ -123,8 +123,9 @@ class StubUpstream:
         return web.json_response(self.payload, headers={"ETag": etag})
 
     async def _post(self, request: web.Request) -> web.Response:
-        await self._record(request)
-        return web.Response(status=self.post_status)
+        entry = await self._record(request)
+        entry["status"] = status = self.post_status  # what it was answered
+        return web.Response(status=status)
 
     async def _bootstrap(self, request: web.Request) -> web.Response:
         await self._record(request)

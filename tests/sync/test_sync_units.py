@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import email.utils
 import json
 import os
 from typing import Any
@@ -22,7 +24,9 @@ from flagproxy.sync.upstream import (
     classify_status,
     features_url,
     is_features_document,
+    retry_after_seconds,
 )
+from flagproxy.sync.usage import MAX_TOGGLES, MAX_VARIANTS
 
 PAYLOAD = {"version": 2, "features": [{"name": "a", "enabled": True, "strategies": []}]}
 
@@ -132,8 +136,72 @@ def test_poller_backs_off_and_recovers():
     assert source.etags == [None, '"e1"', '"e1"', '"e1"', '"e1"', '"e1"', '"e2"']
     assert len(installed) == 2 and touched == [1]
     levels = [level for level, _ in log.lines]
-    assert levels == ["warn", "warn", "error", "error"]
+    assert levels == ["warn", "warn", "error", "info", "error"]  # info: the upstream answers again
     assert "SERVICE_API_TOKEN" in log.lines[2][1]
+
+
+def test_a_failure_is_logged_once_until_it_changes_and_retry_after_is_honoured():
+    async def on_update(payload):
+        return True
+
+    log = Log()
+    source = FakeSource(
+        [
+            Failed("auth", "answered 401", 401),
+            Failed("auth", "answered 401", 401),
+            Failed("auth", "answered 401", 401),
+            Failed("retry", "answered 429", 429, retry_after=30.0),
+            Failed("retry", "answered 429", 429, retry_after=30.0),
+            Updated(PAYLOAD, '"e1"'),
+            Failed("retry", "answered 429", 429, retry_after=30.0),
+        ]
+    )
+    poller = Poller(source, interval_ms=100, on_update=on_update, on_not_modified=lambda: None, logger=log)
+
+    async def run():
+        delays = []
+        for _ in range(7):
+            await poller.poll_once()
+            delays.append(poller.next_delay_ms())
+        return delays
+
+    delays = asyncio.run(run())
+    assert delays[3:5] == [30_000, 30_000]  # Retry-After beats the backoff
+    assert delays[5] == 100 * MAX_FAILURES  # a success forgets it; the backoff comes down one step
+    said = [(level, message) for level, message in log.lines if level != "debug"]
+    assert [level for level, _ in said] == ["error", "warn", "info", "warn"]
+    assert "answered 429" in said[1][1] and "answers again" in said[2][1]
+    assert sum(level == "debug" for level, _ in log.lines) == 3  # the repeats
+
+
+@pytest.mark.parametrize(
+    ("header", "seconds"),
+    [("120", 120.0), ("0", 0.0), ("99999", 600.0), ("soon", None), (None, None), ("", None)],
+)
+def test_retry_after_values(header, seconds):
+    assert retry_after_seconds(header) == seconds
+
+
+def test_retry_after_as_an_http_date():
+    when = email.utils.format_datetime(dt.datetime.now(dt.UTC) + dt.timedelta(seconds=90), usegmt=True)
+    assert 85 <= retry_after_seconds(when) <= 90
+    past = email.utils.format_datetime(dt.datetime.now(dt.UTC) - dt.timedelta(seconds=90), usegmt=True)
+    assert retry_after_seconds(past) == 0.0
+
+
+def test_a_bucket_is_bounded_and_says_what_it_dropped():
+    counts = UsageCounts()
+    for i in range(MAX_TOGGLES + 5):
+        counts.count(f"made-up-{i}", True)
+    assert len(counts.toggles) == MAX_TOGGLES and counts.dropped == 5
+    counts.count("made-up-0", False)  # a name already in the bucket still counts
+    assert counts.toggles["made-up-0"][:2] == [1, 1]
+    counts.merge(
+        {"made-up-1": {"yes": 1, "no": 0, "variants": {f"v{i}": 1 for i in range(MAX_VARIANTS + 3)}}}
+    )
+    assert len(counts.toggles["made-up-1"][2]) == MAX_VARIANTS and counts.dropped == 8
+    counts.merge({"one-too-many": {"yes": 2, "no": 1, "variants": {}}})
+    assert "one-too-many" not in counts.toggles and counts.dropped == 11
 
 
 def test_poller_refetches_whole_after_a_rejected_payload():
