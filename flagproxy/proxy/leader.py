@@ -120,6 +120,7 @@ def build_sync(settings: ProxySettings, instance: Instance, logger: Any, log_war
         http_proxy=s.http_proxy,
         https_proxy=s.https_proxy,
         no_proxy=s.no_proxy,
+        timeout_seconds=s.upstream_timeout / 1000,
     )
     publication = instance.publication
 

@@ -185,6 +185,9 @@ OPTIONS: tuple[Option, ...] = (
          "proxy server for upstream https:// requests (NO_PROXY honoured)"),
     _opt("response_cache_mb", "(none)", ["RESPONSE_CACHE_MB"], [], 32, "int",
          "memory for cached toggle answers per worker, MiB (0 = no response cache; flagproxy extension)"),
+    _opt("upstream_timeout", "(none)", ["UPSTREAM_TIMEOUT"], [], 10000, "int",
+         "time allowed for one upstream request, whole body included, ms (the Node SDK's timeout; "
+         "flagproxy extension)"),
     _opt("exp_bootstrap_url", "expBootstrap.url", ["EXP_BOOTSTRAP_URL"], [], None, "str",
          "experimental: URL of a features document that makes the proxy ready before the upstream answers"),
     _opt("exp_bootstrap_authorization", "expBootstrap.urlHeaders.Authorization",
@@ -271,6 +274,7 @@ class ProxySettings:
     https_proxy: str | None = None
     no_proxy: str | None = None
     response_cache_mb: int = 32
+    upstream_timeout: int = 10000
     exp_bootstrap_url: str | None = None
     exp_bootstrap_authorization: str | None = None
     exp_server_side_sdk_config_tokens: tuple[str, ...] = ()
@@ -344,6 +348,7 @@ class _Loader:
         self.check_range("metrics_jitter", values, 0, None)
         self.check_range("cors_max_age", values, 0, None)
         self.check_range("response_cache_mb", values, 0, None)
+        self.check_range("upstream_timeout", values, 1, None)
         self.check_range("cors_options_success_status", values, 200, 299)
         if not values["service_instance_id"]:
             values["service_instance_id"] = _generated_instance_id()

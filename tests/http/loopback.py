@@ -18,6 +18,7 @@ import hashlib
 import http.client
 import json
 import socket
+import struct
 import threading
 import time
 from pathlib import Path
@@ -86,6 +87,8 @@ class StubUpstream:
         self.ssl_context = ssl_context
         self.payload = payload
         self.features_status = 200
+        self.features_headers: dict[str, str] = {}  # sent with a non-200 features answer (Retry-After)
+        self.fault: str | None = None  # a broken features answer instead of the payload: see FAULTS
         self.post_status = 202
         self.delay = 0.0
         self.bootstrap_payload: dict[str, Any] | None = None
@@ -116,7 +119,11 @@ class StubUpstream:
         if self.delay:
             await asyncio.sleep(self.delay)
         if self.features_status != 200:
-            return web.Response(status=self.features_status, text="upstream says no")
+            return web.Response(
+                status=self.features_status, text="upstream says no", headers=self.features_headers
+            )
+        if self.fault is not None:
+            return await FAULTS[self.fault](request)
         etag = self.etag()
         if request.headers.get("If-None-Match") == etag:
             return web.Response(status=304, headers={"ETag": etag})
@@ -159,6 +166,60 @@ class StubUpstream:
                 return found
             time.sleep(0.02)
         raise AssertionError(f"upstream got {len(self.received(path))} requests to {path}, wanted {count}")
+
+
+async def _malformed(request: web.Request) -> web.StreamResponse:
+    return web.Response(body=b'{"version": 2, "features": [{"name": ', content_type="application/json")
+
+
+async def _wrong_shape(request: web.Request) -> web.StreamResponse:
+    return web.json_response({"version": 2, "flags": [{"name": "not-a-feature-list"}]})
+
+
+async def _cut_short(request: web.Request, reset: bool) -> web.StreamResponse:
+    """Promise a whole document, send its first bytes, then close the connection (or reset it)."""
+    response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+    response.content_length = 10_000
+    await response.prepare(request)
+    await response.write(b'{"version": 2, "features": [{"name": "half')
+    transport = request.transport
+    if transport is not None:
+        if reset:
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        transport.close()
+    return response
+
+
+async def _truncated(request: web.Request) -> web.StreamResponse:
+    return await _cut_short(request, reset=False)
+
+
+async def _reset(request: web.Request) -> web.StreamResponse:
+    return await _cut_short(request, reset=True)
+
+
+async def _trickle(request: web.Request) -> web.StreamResponse:
+    """A valid document, one byte every 100 ms (3 s in all): slower than the tests' UPSTREAM_TIMEOUT."""
+    body = json.dumps({"version": 2, "features": []}).encode()
+    response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+    response.content_length = len(body)
+    await response.prepare(request)
+    for byte in body:
+        await response.write(bytes([byte]))
+        await asyncio.sleep(0.1)
+    return response
+
+
+# What StubUpstream.fault can name: each answers GET /api/client/features in a broken way.
+FAULTS = {
+    "malformed JSON": _malformed,
+    "valid JSON of the wrong shape": _wrong_shape,
+    "a truncated body": _truncated,
+    "a connection reset mid-body": _reset,
+    "a slow trickle": _trickle,
+}
 
 
 class ConnectProxy:

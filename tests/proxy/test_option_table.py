@@ -156,6 +156,7 @@ def samples(tmp_path: Path) -> dict[str, Sample]:
         "http_proxy": ("http://proxy:3128", lambda v: v == "http://proxy:3128"),
         "https_proxy": ("http://proxy:3129", lambda v: v == "http://proxy:3129"),
         "response_cache_mb": ("8", lambda v: v == 8),
+        "upstream_timeout": ("2500", lambda v: v == 2500),
         "exp_bootstrap_url": ("http://boot/features.json", lambda v: v == "http://boot/features.json"),
         "exp_bootstrap_authorization": ("boot-secret", lambda v: v == "boot-secret"),
         "exp_server_side_sdk_config_tokens": ("t1,t2", lambda v: v == ("t1", "t2")),
