@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import signal
 import time
 from typing import Any
 
@@ -134,3 +136,50 @@ def test_retry_after_is_honoured(launch, upstream):
 
 def test_faults_are_known_to_the_upstream():
     assert {case.get("fault") for case, _ in CASES} - {None} == set(FAULTS)
+
+
+def test_usage_counts_survive_a_failing_metrics_endpoint_and_arrive_exactly_once(launch, upstream):
+    env = {**proxy_env(upstream), "SERVICE_METRICS_INTERVAL": "200"}
+    process = launch(env, ["--workers", "2"])
+    process.wait_ready()
+    upstream.post_status = 503
+    body = json.dumps({"toggles": ["default-on", "made-up-name"], "context": {"userId": "u1"}})
+    sent = 0
+    for _ in range(60):
+        assert ask(process, "POST", "/proxy", body)[0] == 200
+        sent += 1
+    # Refused again and again (backing off), the counts are kept, merged into one bucket...
+    upstream.wait_for("/api/client/metrics", 3, timeout=20)
+    upstream.post_status = 202
+
+    def accepted(name: str, field: str) -> int:
+        posts = [p for p in upstream.received("/api/client/metrics") if p["status"] == 202]
+        return sum(p["body"]["bucket"]["toggles"].get(name, {}).get(field, 0) for p in posts)
+
+    # ...and arrive exactly once when the upstream takes them again.
+    deadline = time.monotonic() + 30
+    while accepted("default-on", "yes") < sent:
+        assert time.monotonic() < deadline, (accepted("default-on", "yes"), sent)
+        time.sleep(0.1)
+    time.sleep(1.0)
+    assert (accepted("default-on", "yes"), accepted("made-up-name", "no")) == (sent, sent)
+    _, stderr = process.stop()
+    assert process.popen.returncode == 0, stderr
+    assert (accepted("default-on", "yes"), accepted("made-up-name", "no")) == (sent, sent)
+
+
+def test_killed_outright_and_restarted_it_serves_the_backup_before_the_upstream_answers(launch, upstream):
+    env = proxy_env(upstream)
+    first = launch(env, ["--workers", "2"])
+    first.wait_ready()
+    expected = ask(first)
+    os.killpg(first.popen.pid, signal.SIGKILL)
+    first.popen.wait(10)
+    upstream.features_status = 503
+    second = launch(env, ["--workers", "2"])
+    second.wait_ready()
+    wait_until_listening(second, 2)
+    for _ in range(6):
+        status, headers, body, _ = ask(second)
+        assert (status, headers["etag"], body) == (expected[0], expected[1]["etag"], expected[2])
+    assert upstream.received("/api/client/features")[-1]["headers"]  # it did ask; the upstream said 503
