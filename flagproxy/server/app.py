@@ -14,6 +14,7 @@ from flagproxy import __version__
 from flagproxy.server.auth import authenticate
 from flagproxy.server.client_features import PayloadCache
 from flagproxy.server.errors import install_error_handlers
+from flagproxy.server.identity.permissions import ROUTE_NEEDS
 from flagproxy.server.openapi_page import page_file
 from flagproxy.server.routes import blueprints
 from flagproxy.server.settings import ServerSettings
@@ -32,6 +33,28 @@ class ServerContext:
 
 
 ServerApp = Sanic[Config, ServerContext]
+
+
+def admin_routes(app: Sanic) -> list[tuple[str, str, str]]:
+    """(method, path, route name without the app's) of every route under /api/admin."""
+    found = []
+    for route in app.router.routes:
+        path = "/" + route.path
+        if path == "/api/admin" or path.startswith("/api/admin/"):
+            name = route.name.split(".", 1)[1] if "." in route.name else route.name
+            found += [(method, path, name) for method in sorted(route.methods)]
+    return found
+
+
+def _check_every_admin_route_has_a_permission(app: Sanic) -> None:
+    """A route that changes something must say which permission it needs (identity/permissions.py)."""
+    missing = [
+        f"{method} {path} ({name})"
+        for method, path, name in admin_routes(app)
+        if method not in ("GET", "HEAD", "OPTIONS") and name not in ROUTE_NEEDS
+    ]
+    if missing:
+        raise RuntimeError("admin routes without a permission in ROUTE_NEEDS: " + ", ".join(missing))
 
 
 def create_app(settings: ServerSettings, name: str = "flagproxy-server") -> ServerApp:
@@ -64,6 +87,7 @@ def create_app(settings: ServerSettings, name: str = "flagproxy-server") -> Serv
     app.register_middleware(authenticate, "request")
     for blueprint in blueprints():
         app.blueprint(blueprint)
+    _check_every_admin_route_has_a_permission(app)
 
     @app.before_server_start
     async def open_database(app: ServerApp) -> None:

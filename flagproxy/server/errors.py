@@ -6,7 +6,8 @@
      ├── NoAccess                403 NoAccessError
      ├── NotFound                404 NotFoundError
      ├── NameExists              409 NameExistsError      (create/update conflicts with existing state)
-     └── UnsupportedContentType  415 ContentTypeerror     (spelled as SPEC.md spells it)
+     ├── UnsupportedContentType  415 ContentTypeerror     (spelled as SPEC.md spells it)
+     └── TooManyAttempts         429 TooManyRequestsError (sign-in refused for a while after failures)
 
 Every failure of every route, Sanic's own (unknown path, bad JSON, too large) included, leaves as one of
 these records; an unexpected exception is logged and becomes a 500 record without a traceback.
@@ -66,6 +67,11 @@ class NameExists(ApiError):
 class UnsupportedContentType(ApiError):
     status = 415
     name = "ContentTypeerror"
+
+
+class TooManyAttempts(ApiError):
+    status = 429
+    name = "TooManyRequestsError"
 
 
 def error_response(status: int, name: str, message: str, path: str | None = None) -> HTTPResponse:

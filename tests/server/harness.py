@@ -20,6 +20,7 @@ import psycopg
 from psycopg import sql
 
 ADMIN_TOKEN = "*:*.test-admin-secret"
+PASSWORD = "Correct-Horse-7-battery"
 CLIENT_TOKEN = "*:development.test-client-secret"
 PROD_CLIENT_TOKEN = "*:production.test-client-prod-secret"
 DEFAULT_PROJECT_CLIENT_TOKEN = "default:development.test-client-default-project-secret"
@@ -41,6 +42,7 @@ class Response:
     status: int
     headers: dict[str, str]
     body: bytes
+    all_headers: list[tuple[str, str]] = field(default_factory=list)  # repeated ones too (Set-Cookie)
 
     def json(self) -> Any:
         return orjson.loads(self.body)
@@ -65,6 +67,31 @@ def assert_error(
     if field is not None:
         assert f'"{field}"' in record["message"] and record["details"][0]["path"] == field, (context, record)
     return record
+
+
+def _cookies(answer: Response) -> dict[str, str]:
+    found = {}
+    for name, value in answer.all_headers:
+        if name == "set-cookie":
+            cookie_name, _, rest = value.partition("=")
+            found[cookie_name.strip()] = rest.split(";", 1)[0]
+    return found
+
+
+@dataclass
+class Session:
+    """A signed-in browser: the session cookie on every request, the CSRF token on changes."""
+
+    port: int
+    cookie: str
+    csrf: str
+    user: dict[str, Any]
+
+    def request(self, method: str, path: str, json: Any = None, *, csrf: bool = True) -> Response:
+        headers = {"Cookie": f"flagproxy_session={self.cookie}; flagproxy_csrf={self.csrf}"}
+        if csrf and method not in ("GET", "HEAD"):
+            headers["X-CSRF-Token"] = self.csrf
+        return Api(self.port, None).request(method, path, json, headers=headers)
 
 
 @dataclass
@@ -95,7 +122,8 @@ class Api:
         try:
             connection.request(method, path, body=body, headers=sent)
             answer = connection.getresponse()
-            return Response(answer.status, {k.lower(): v for k, v in answer.getheaders()}, answer.read())
+            pairs = [(k.lower(), v) for k, v in answer.getheaders()]
+            return Response(answer.status, dict(pairs), answer.read(), pairs)
         finally:
             connection.close()
 
@@ -141,6 +169,36 @@ class Api:
         answer = self.post("/api/admin/segments", {"name": name, "constraints": constraints, **fields})
         assert answer.status == 201, answer.body
         return answer.json()
+
+    # --- people -----------------------------------------------------------------------------------------
+
+    def create_user(self, root_role: int = 3, password: str = PASSWORD, **fields: Any) -> dict[str, Any]:
+        """A new user with a unique email (and `password`); returns the User."""
+        email = fields.pop("email", f"{unique('u')}@example.com")
+        answer = self.post(
+            "/api/admin/user-admin", {"email": email, "password": password, "rootRole": root_role, **fields}
+        )
+        assert answer.status == 201, answer.body
+        return answer.json()
+
+    def login(self, login: str, password: str = PASSWORD) -> Session:
+        answer = self.post("/auth/simple/login", {"username": login, "password": password}, token=None)
+        assert answer.status == 200, answer.body
+        cookies = _cookies(answer)
+        return Session(self.port, cookies["flagproxy_session"], cookies["flagproxy_csrf"], answer.json())
+
+    def personal_token(self, login: str, password: str = PASSWORD) -> str:
+        """A personal access token of the user `login`, made through a session as a person would."""
+        session = self.login(login, password)
+        answer = session.request(
+            "POST", "/api/admin/user/tokens", {"description": "test", "expiresAt": "2099-01-01T00:00:00Z"}
+        )
+        assert answer.status == 201, answer.body
+        return str(answer.json()["secret"])
+
+    def user_with_token(self, root_role: int = 3, **fields: Any) -> tuple[dict[str, Any], str]:
+        user = self.create_user(root_role, **fields)
+        return user, self.personal_token(user["email"])
 
     def listed_feature(self, name: str, project: str = "default") -> dict[str, Any]:
         answer = self.get(f"/api/admin/projects/{project}/features?namePrefix={quote(name)}")

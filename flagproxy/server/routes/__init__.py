@@ -7,19 +7,35 @@ from sanic import Blueprint
 
 def blueprints() -> list[Blueprint]:
     from flagproxy.server.routes import (
+        access,
         client,
         environments,
+        events,
         features,
+        groups,
         health,
+        invites,
         projects,
+        roles,
         segments,
         strategies,
         tags,
         tokens,
         usage,
+        users,
     )
 
     return [
+        users.bp,
+        users.me,
+        users.personal,
+        users.signin,
+        invites.bp,
+        invites.signup,
+        roles.bp,
+        groups.bp,
+        access.bp,
+        events.bp,
         tokens.bp,
         projects.bp,
         environments.bp,

@@ -47,6 +47,13 @@ def changing(request: Request) -> Iterator[Tx]:
         revision.bump(tx)
 
 
+def path_id(value: str, what: str) -> int:
+    """A numeric id from the path; anything else is a resource that does not exist (404)."""
+    if not value.isdigit() or len(value) > 15:
+        raise NotFound(f"Could not find {what} with id {value}")
+    return int(value)
+
+
 def require_project(tx: Tx, project_id: str) -> Row:
     project = project_rows.project(tx, project_id)
     if project is None:

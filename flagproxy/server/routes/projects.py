@@ -6,9 +6,12 @@ from sanic import Blueprint, HTTPResponse, Request
 from sanic_ext import openapi
 
 from flagproxy.server.errors import NameExists
+from flagproxy.server.identity.permissions import OWNER_ROLE
 from flagproxy.server.routes.common import created, json_response, require_project, tag_filter, transaction
 from flagproxy.server.schemas import CreateProjectBody
+from flagproxy.server.storage import access as access_rows
 from flagproxy.server.storage import catalog as catalog_rows
+from flagproxy.server.storage import events
 from flagproxy.server.storage import projects as project_rows
 from flagproxy.server.validation import json_body
 from flagproxy.server.views import feature_json, project_json
@@ -34,6 +37,10 @@ async def create_project(request: Request, body: CreateProjectBody) -> HTTPRespo
         if project_rows.project(tx, body.id) is not None:
             raise NameExists(f"A project with id {body.id} already exists")
         row = project_rows.insert_project(tx, body.id, body.name, body.description)
+        caller = request.ctx.caller
+        if caller.user_id is not None:  # the creator owns it
+            access_rows.add_project_access(tx, body.id, [(OWNER_ROLE, caller.user_id, None)])
+        events.record(tx, "project-created", caller.name, {"id": body.id}, project=body.id)
     return created(project_json(row), f"projects/{body.id}")
 
 

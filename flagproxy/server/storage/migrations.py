@@ -7,6 +7,7 @@ Concurrent starts are safe: SQLite serialises on BEGIN IMMEDIATE, PostgreSQL on 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from flagproxy.server.clock import now_iso
@@ -26,6 +27,7 @@ class Migration:
     version: int
     name: str
     statements: tuple[str, ...]
+    seed: Callable[[Tx], None] | None = None  # rows the new tables start with
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -89,6 +91,53 @@ MIGRATIONS: tuple[Migration, ...] = (
                 PRIMARY KEY (feature_name, environment, app_name, hour))""",
         ),
     ),
+    Migration(
+        2,
+        "people: users, roles, groups, project access, sessions, access tokens, invite links, events",
+        (
+            # email_key is the lower-cased email: addresses are unique whatever their case.
+            """CREATE TABLE users (
+                id {pk}, name TEXT, email TEXT NOT NULL, email_key TEXT NOT NULL UNIQUE, username TEXT UNIQUE,
+                password_hash TEXT, root_role BIGINT NOT NULL, login_attempts INTEGER NOT NULL,
+                last_failed_at TEXT, seen_at TEXT, created_at TEXT NOT NULL, invite_hash TEXT)""",
+            """CREATE TABLE roles (
+                id {pk}, name TEXT NOT NULL UNIQUE, type TEXT NOT NULL, description TEXT NOT NULL,
+                built_in INTEGER NOT NULL, created_at TEXT NOT NULL)""",
+            # environment '' = not an environment permission (a primary key column cannot be NULL).
+            """CREATE TABLE role_permissions (
+                role_id BIGINT NOT NULL REFERENCES roles(id) ON DELETE CASCADE, permission TEXT NOT NULL,
+                environment TEXT NOT NULL, PRIMARY KEY (role_id, permission, environment))""",
+            """CREATE TABLE user_groups (
+                id {pk}, name TEXT NOT NULL UNIQUE, description TEXT, created_at TEXT NOT NULL)""",
+            """CREATE TABLE group_members (
+                group_id BIGINT NOT NULL REFERENCES user_groups(id) ON DELETE CASCADE,
+                user_id BIGINT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                PRIMARY KEY (group_id, user_id))""",
+            """CREATE TABLE project_roles (
+                project TEXT NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+                role_id BIGINT NOT NULL REFERENCES roles(id),
+                user_id BIGINT REFERENCES users(id) ON DELETE CASCADE,
+                group_id BIGINT REFERENCES user_groups(id) ON DELETE CASCADE)""",
+            "CREATE INDEX project_roles_project ON project_roles (project)",
+            # Secrets (session ids, CSRF tokens, personal access tokens, invite links) only as SHA-256.
+            """CREATE TABLE sessions (
+                id_hash TEXT PRIMARY KEY, csrf_hash TEXT NOT NULL,
+                user_id BIGINT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                created_at TEXT NOT NULL, expires_at TEXT NOT NULL)""",
+            """CREATE TABLE personal_tokens (
+                id {pk}, secret_hash TEXT NOT NULL UNIQUE,
+                user_id BIGINT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                description TEXT NOT NULL, expires_at TEXT NOT NULL, created_at TEXT NOT NULL,
+                seen_at TEXT)""",
+            """CREATE TABLE invite_links (
+                secret_hash TEXT PRIMARY KEY, name TEXT NOT NULL, enabled INTEGER NOT NULL,
+                expires_at TEXT NOT NULL, created_by TEXT NOT NULL, created_at TEXT NOT NULL)""",
+            """CREATE TABLE events (
+                id {pk}, type TEXT NOT NULL, created_by TEXT NOT NULL, created_at TEXT NOT NULL,
+                project TEXT, data TEXT NOT NULL)""",
+        ),
+        seed=lambda tx: _seed_roles(tx),
+    ),
 )
 
 
@@ -105,6 +154,22 @@ def _seed(tx: Tx) -> None:
             " VALUES (?, ?, ?, 1, 0, ?)",
             (name, name, sort_order, now),
         )
+
+
+def _seed_roles(tx: Tx) -> None:
+    """The built-in roles with Unleash's ids (1 Admin, 2 Editor, 3 Viewer, 4 Owner, 5 Member, 6 Reader)."""
+    from flagproxy.server.identity.permissions import BUILT_IN_ROLES
+
+    now = now_iso()
+    for role in BUILT_IN_ROLES:
+        tx.execute(
+            "INSERT INTO roles (id, name, type, description, built_in, created_at) VALUES (?, ?, ?, ?, 1, ?)",
+            (role.id, role.name, role.type, role.description, now),
+        )
+    if tx.dialect == "postgres":  # explicit ids do not move an identity column's sequence
+        tx.execute("SELECT setval(pg_get_serial_sequence('roles', 'id'), 100)")
+    else:
+        tx.execute("UPDATE sqlite_sequence SET seq = 100 WHERE name = 'roles'")
 
 
 def migrate(database: Database) -> list[int]:
@@ -125,6 +190,8 @@ def migrate(database: Database) -> list[int]:
                 tx.execute(statement.replace("{pk}", _PRIMARY_KEY[database.dialect]))
             if migration.version == 1:
                 _seed(tx)
+            if migration.seed is not None:
+                migration.seed(tx)
             tx.execute(
                 "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
                 (migration.version, migration.name, now_iso()),
