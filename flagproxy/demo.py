@@ -9,6 +9,7 @@ would, so what the demo shows is what a deployment does.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import os
 import secrets
 import shutil
@@ -177,7 +178,18 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _instructions(server: str, proxy: str, keys: DemoKeys, flags: list[str], database: str) -> str:
+def invite_link(base_url: str, admin_token: str) -> str:
+    """A fresh invite link (a week long): whoever opens it signs up as a Viewer."""
+    expires = (dt.datetime.now(dt.UTC) + dt.timedelta(days=7)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    created = admin_call(
+        base_url, admin_token, "POST", "/api/admin/invite-link/tokens", {"name": "demo", "expiresAt": expires}
+    )
+    return str(created["url"])
+
+
+def _instructions(
+    server: str, proxy: str, keys: DemoKeys, flags: list[str], database: str, invite: str
+) -> str:
     return f"""
 flagproxy demo is running.
 
@@ -186,6 +198,7 @@ flagproxy demo is running.
   database      {database}
 
   admin token   {keys.admin_token}
+  invite link   {invite}   (sign up as a Viewer: POST {{email, name, password}} to /invite/<secret>/signup)
   client token  {keys.client_token}   (what the proxy reads the server with)
   proxy key     {keys.client_key}
 
@@ -250,7 +263,8 @@ def main(argv: list[str]) -> int:
             start_new_session=True,
         )  # fmt: skip
         wait_until_up(f"{proxy_url}/proxy/health", proxy, "proxy")
-        print(_instructions(server_url, proxy_url, keys, flags, shown_database), flush=True)
+        invite = invite_link(server_url, keys.admin_token)
+        print(_instructions(server_url, proxy_url, keys, flags, shown_database, invite), flush=True)
         while not stopping:
             if server.poll() is not None or proxy.poll() is not None:
                 print("flagproxy demo: a child process exited; stopping", file=sys.stderr)

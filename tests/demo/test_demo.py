@@ -108,6 +108,18 @@ def test_demo_runs_both_parts_and_stops_on_ctrl_c() -> None:
         server, proxy = f"http://127.0.0.1:{server_port}", f"http://127.0.0.1:{proxy_port}"
         assert _field(text, "flag server") == server and _field(text, "proxy") == f"{proxy}/proxy"
         key, admin = _field(text, "proxy key"), _field(text, "admin token")
+        # The invite link works: a colleague signs up through it as a Viewer.
+        invite = _field(text, "invite link")
+        assert invite.startswith(f"{server}/new-user?invite=")
+        secret = invite.rsplit("=", 1)[1]
+        signup = urllib.request.Request(
+            f"{server}/invite/{secret}/signup",
+            data=orjson.dumps({"email": "colleague@example.com", "name": "Col", "password": "Demo-pass-123"}),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(signup, timeout=10) as answer:
+            assert answer.status == 200 and orjson.loads(answer.read())["rootRole"] == 3
         database = Path(_field(text, "database"))
         assert database.is_file()
         _check_samples(server, admin)
