@@ -11,6 +11,7 @@ authentication and the permission check or not: 401/403 means refused, anything 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 from flagproxy.server.app import admin_routes, create_app
@@ -155,3 +156,10 @@ def test_every_admin_route_checks_every_kind_of_caller(api: Api) -> None:
             if refused != wanted:
                 problems.append((label, method, template, answer.status, wanted, answer.body[:120]))
     assert problems == [], problems[:10]
+
+
+def test_docs_list_every_admin_route_with_what_it_needs() -> None:
+    docs = (Path(__file__).parents[2] / "docs" / "server.md").read_text()
+    for method, template, _ in route_table():
+        path = re.sub(r"<(\w+):[^>]+>", r":\1", template)
+        assert f"| {method} | `{path}` |" in docs, (method, path)
