@@ -292,9 +292,12 @@ def test_identity_changes_are_events_without_secrets(api: Api, server: ServerPro
     user, secret = api.user_with_token(3)
     api.post("/auth/simple/login", {"username": user["email"], "password": "Wrong-pass-1"}, token=None)
     invite = api.post("/api/admin/invite-link/tokens", {"name": unique("inv"), "expiresAt": soon(600)}).json()
+    made = api.post("/api/admin/api-tokens", {"tokenName": unique("t"), "type": "client"}).json()
+    assert api.delete(f"/api/admin/api-tokens/{made['secret']}").status == 200
     page = api.get("/api/admin/events?limit=50").json()
     types = [event["type"] for event in page["events"]]
     assert {"user-created", "pat-created", "user-login-failed", "invite-link-created"} <= set(types)
+    assert {"api-token-created", "api-token-deleted"} <= set(types)
     assert page["totalEvents"] >= len(page["events"]) and page["events"][0]["id"] > page["events"][-1]["id"]
     assert len(api.get("/api/admin/events?limit=2&offset=1").json()["events"]) == 2
     assert_error(api.get("/api/admin/events?limit=many"), 400, "ValidationError", "limit")
@@ -302,4 +305,5 @@ def test_identity_changes_are_events_without_secrets(api: Api, server: ServerPro
     log = Path(server.log_path).read_text() if server.log_path else ""
     for text in (everything, log, api.get("/api/admin/user-admin").body.decode()):
         assert PASSWORD not in text and secret not in text and invite["secret"] not in text
+        assert made["secret"] not in text
         assert "$argon2" not in text

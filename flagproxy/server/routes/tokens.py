@@ -11,6 +11,7 @@ from flagproxy.server.clock import now_iso, to_iso
 from flagproxy.server.errors import NotFound, ValidationFailed
 from flagproxy.server.routes.common import created, empty, json_response, transaction
 from flagproxy.server.schemas import CreateTokenBody
+from flagproxy.server.storage import events
 from flagproxy.server.storage import projects as project_rows
 from flagproxy.server.storage import tokens as token_rows
 from flagproxy.server.tokens import ALL_PROJECTS, ApiToken, new_secret
@@ -63,6 +64,12 @@ async def create_token(request: Request, body: CreateTokenBody) -> HTTPResponse:
             expires_at=to_iso(body.expiresAt) if body.expiresAt else None,
         )
         token_rows.insert(tx, token)
+        events.record(
+            tx,
+            "api-token-created",
+            request.ctx.caller.name,
+            {"tokenName": name, "type": token_type, "environment": environment, "projects": list(projects)},
+        )
     return created(token.to_json(), "api-tokens")
 
 
@@ -71,6 +78,13 @@ async def create_token(request: Request, body: CreateTokenBody) -> HTTPResponse:
 @openapi.tag("API tokens")
 async def delete_token(request: Request, secret: str) -> HTTPResponse:
     with transaction(request) as tx:
-        if not token_rows.delete(tx, unquote(secret)):
+        token = token_rows.find(tx, unquote(secret))
+        if token is None or not token_rows.delete(tx, unquote(secret)):
             raise NotFound("No API token with that secret")
+        events.record(
+            tx,
+            "api-token-deleted",
+            request.ctx.caller.name,
+            {"tokenName": token.token_name, "type": token.type},
+        )
     return empty(200)
