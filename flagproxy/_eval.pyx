@@ -787,7 +787,7 @@ cdef bint _operator_holds(const Constraint* c, PyObject* value, _Evaluation ev) 
             return _compare_objects(c, ev.parsed_value(c.slot, PARSED_DATE, value))
         return _compare_objects(c, ev.parsed_value(c.slot, PARSED_SEMVER, value))
     if op == OP_REGEX:
-        return <object>c.values is not None and (<object>c.values).search(<object>value) is not None
+        return <object>c.values is not None and _values.regex_matches(<object>c.values, <object>value)
     if op == OP_IN_CIDR:
         address = ev.parsed_value(c.slot, PARSED_ADDRESS, value)
         return address is not None and _values.networks_contain(<object>c.values, address)

@@ -194,7 +194,7 @@ def _operator_holds(c: m.Constraint, value: str, ctx: Context) -> bool:
     if op == m.OP_COMPARE:
         return _compare(c, ctx.parsed(c.kind, value))
     if op == m.OP_REGEX:
-        return c.values is not None and c.values.search(value) is not None
+        return c.values is not None and values.regex_matches(c.values, value)
     if op == m.OP_IN_CIDR:
         address = ctx.parsed(ADDRESS_KIND, value)
         return address is not None and values.networks_contain(c.values, address)

@@ -145,6 +145,21 @@ _UNSUPPORTED_REGEX = regex.compile(
 )
 
 
+# The Rust regex crate that Unleash's engines use matches in linear time; the `regex` module backtracks, so
+# a pattern with nested quantifiers (`^(a|a)*$`) can take exponential time on a crafted context value, and
+# any SDK caller chooses its context: one request could hold a proxy worker for hours. A search that runs
+# past this bound counts as no match.
+REGEX_TIMEOUT = 0.01  # seconds
+
+
+def regex_matches(pattern: regex.Pattern[str], value: str) -> bool:
+    """Whether a REGEX constraint's compiled `pattern` finds a match in `value` within REGEX_TIMEOUT."""
+    try:
+        return pattern.search(value, timeout=REGEX_TIMEOUT) is not None
+    except TimeoutError:
+        return False
+
+
 def compile_regex(pattern: str, case_insensitive: bool) -> regex.Pattern[str] | None:
     """A REGEX constraint's pattern with Rust-regex semantics, or None when the crate would reject it."""
     if _has_unsupported_construct(pattern):
