@@ -847,8 +847,12 @@ cdef const char* _random_seed(_Evaluation ev, char* digits, Py_ssize_t* size) no
 cdef class Engine:
     """Evaluates a compiled snapshot. Built once per snapshot; safe to share between requests."""
 
-    cdef readonly tuple flags
+    cdef readonly tuple names  # flag names, in the payload's order
     cdef readonly dict index
+    # Per flag, what a named lookup answers with: (enabled_named fragments, disabled_named, outcomes). The
+    # compiled model itself is not kept once the tables are built (its arenas are the larger part of a
+    # snapshot's memory): the tables point only at the objects `keep` holds.
+    cdef tuple _named
     cdef readonly tuple slot_names  # slot -> context field or property name
     cdef tuple member_index  # slot -> {value: membership tests whose set holds it}
     cdef tuple _member_slots  # the slots with membership tests
@@ -884,10 +888,12 @@ cdef class Engine:
     def __init__(self, flags):
         if self.keep is not None:
             raise RuntimeError("an Engine is built once")
-        self.flags = tuple(flags)
-        self.index = {f.name: i for i, f in enumerate(self.flags)}
+        flags = tuple(flags)
+        self.names = tuple(f.name for f in flags)
+        self.index = {name: i for i, name in enumerate(self.names)}
+        self._named = tuple((tuple(f.enabled_named), f.disabled_named, tuple(f.outcomes)) for f in flags)
         self.keep = []
-        self._build()
+        self._build(flags)
 
     def __dealloc__(self):
         free(self._flags)
@@ -915,7 +921,7 @@ cdef class Engine:
             return field
         return slots.setdefault(prop, STANDARD_SLOTS + len(slots))
 
-    cdef int _build(self) except -1:
+    cdef int _build(self, tuple flags) except -1:
         cdef dict slots = {}  # property name -> slot
         cdef dict constraint_ids = {}  # _constraint_key -> index in self._constraints
         cdef list keys = []  # per constraint reference, in walk order
@@ -927,7 +933,7 @@ cdef class Engine:
         cdef Py_ssize_t i
         cdef bytes blob
 
-        for f in self.flags:
+        for f in flags:
             variant_lists = [s.variants for s in f.strategies if s.variants is not None]
             if f.variants is not None:
                 variant_lists.append(f.variants)
@@ -950,7 +956,7 @@ cdef class Engine:
             fragments.extend(f.enabled_list)
             fragments.append(f.disabled_all)
 
-        self.n_flags = len(self.flags)
+        self.n_flags = len(flags)
         self.n_constraints = len(unique)
         self._flags = <Flag*>_table(self.n_flags, sizeof(Flag))
         self._strategies = <Strategy*>_table(n_strategies, sizeof(Strategy))
@@ -971,13 +977,13 @@ cdef class Engine:
         # The blob starts with the main line: every flag's no-variant answer, in flag order, joined by
         # commas, as they stand in a body. A run of consecutive flags that are on without a variant is then
         # one slice of it, copied with one memcpy (see _add_part). The other answers follow.
-        main_line = b",".join(f.enabled_list[0] for f in self.flags)
-        blob = main_line + b"".join(fragment for f in self.flags for fragment in (*f.enabled_list[1:], f.disabled_all))
+        main_line = b",".join(f.enabled_list[0] for f in flags)
+        blob = main_line + b"".join(fragment for f in flags for fragment in (*f.enabled_list[1:], f.disabled_all))
         self._own(blob)
         cdef const char* main_at = PyBytes_AS_STRING(blob)
         cdef const char* rest_at = main_at + len(main_line)
         i = 0
-        for f in self.flags:
+        for f in flags:
             for k, fragment in enumerate((*f.enabled_list, f.disabled_all)):
                 if k == 0:
                     self._fragments[i].data = main_at
@@ -992,7 +998,7 @@ cdef class Engine:
         # reads each table front to back.
         cdef _Cursor at = _Cursor()
         cdef dict members = {}  # slot -> {value: [membership test, ...]}
-        for i, f in enumerate(self.flags):
+        for i, f in enumerate(flags):
             self._fill_flag(&self._flags[i], f, slots, at, members)
         self.n_slots = STANDARD_SLOTS + len(slots)
         self.slot_names = tuple(_STANDARD_FIELDS) + tuple(slots)
@@ -1301,7 +1307,7 @@ cdef class Engine:
             return {"name": "disabled", "enabled": False, "feature_enabled": False}
         if found == 0:
             return {"name": "disabled", "enabled": False, "feature_enabled": True}
-        variant_name, payload, _ = self.flags[i].outcomes[found]
+        variant_name, payload, _ = (<tuple>(<tuple>self._named[i])[2])[found]
         result = {"name": variant_name, "enabled": True, "feature_enabled": True}
         if payload is not None:
             result["payload"] = payload
@@ -1535,13 +1541,13 @@ cdef class Engine:
                 fragments.append(_unknown_named(name))
                 outcomes.append((name, False, "disabled"))
                 continue
-            flag = self.flags[i]
+            named = <tuple>self._named[i]
             found = self._outcome(&self._flags[<Py_ssize_t>i], ev)
             if found >= 0:
-                fragments.append(flag.enabled_named[found])
-                outcomes.append((name, True, flag.outcomes[found][0]))
+                fragments.append((<tuple>named[0])[found])
+                outcomes.append((name, True, (<tuple>(<tuple>named[2])[found])[0]))
             else:
-                fragments.append(flag.disabled_named)
+                fragments.append(named[1])
                 outcomes.append((name, False, "disabled"))
         return _BODY_PREFIX + b",".join(fragments) + _BODY_SUFFIX, ev.valid_in(), outcomes
 

@@ -331,7 +331,8 @@ class Engine:
 
     def __init__(self, flags: Sequence[m.Flag]) -> None:
         self.flags = tuple(flags)
-        self.index = {f.name: i for i, f in enumerate(self.flags)}
+        self.names = tuple(f.name for f in self.flags)
+        self.index = {name: i for i, name in enumerate(self.names)}
 
     def _dependency_holds(self, dep: m.Dependency, ctx: Context, child_name: str) -> bool:
         if dep.parent < 0:

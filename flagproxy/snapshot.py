@@ -66,7 +66,7 @@ class Snapshot:
         # The full features document: the payload itself, or a delta's events applied to an empty state.
         self.state = state
         self.warnings = tuple(warnings)
-        self.names: tuple[str, ...] = tuple(f.name for f in engine.flags)
+        self.names: tuple[str, ...] = engine.names
         self.implementation: str = engine.implementation
         self.is_enabled = engine.is_enabled
         self.get_variant = engine.get_variant

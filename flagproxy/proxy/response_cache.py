@@ -20,6 +20,11 @@ for large snapshots, the time of writing each body into cold memory (at 5000 fla
 the throughput of unique requests). The doorkeeper remembers keys as bits of a fixed 128 KiB bitmap indexed
 by the key's hash, so remembering costs no allocation; it starts over after 65,536 keys, when about 6% of
 new keys would look seen.
+
+Equal bodies are kept once: many keys share an answer (the same context sent as a GET query and as a POST
+body, users whose context differs only in what no flag reads), and at 5000 flags one body is some 250 kB.
+The bound counts each distinct body once. Finding the stored twin hashes the new body once (on a put, which
+happens at most once per key and snapshot); a hit costs nothing more.
 """
 
 from __future__ import annotations
@@ -43,18 +48,19 @@ class CachedAnswer:
         self.etag = etag
         self.outcomes = outcomes  # what usage metrics count for a `toggles` request, else None
         self.valid_in = valid_in
-        self.size = size
+        self.size = size  # of its key and overhead; the body counts once per distinct body (_bodies)
 
 
 class ResponseCache:
     """Answers of one worker; `get` and `put` take the snapshot they are for. A key is a tuple whose
     str and bytes members are the request's input (their lengths count towards the bound)."""
 
-    __slots__ = ("_bytes", "_entries", "_seen", "_seen_count", "_snapshot", "max_bytes")
+    __slots__ = ("_bodies", "_bytes", "_entries", "_seen", "_seen_count", "_snapshot", "max_bytes")
 
     def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.max_bytes = max_bytes
         self._entries: dict[Any, CachedAnswer] = {}
+        self._bodies: dict[bytes, list[Any]] = {}  # body -> [the stored body, how many entries share it]
         self._snapshot: Any = None
         self._bytes = 0
         self._seen = bytearray(_SEEN_BITS // 8)
@@ -79,17 +85,26 @@ class ResponseCache:
             return
         if snapshot is not self._snapshot:
             self._entries.clear()
+            self._bodies.clear()
             self._bytes = 0
             self._snapshot = snapshot
-        size = len(body) + sum(len(part) for part in key if isinstance(part, bytes | str)) + _ENTRY_OVERHEAD
-        if size > self.max_bytes:
+        size = sum(len(part) for part in key if isinstance(part, bytes | str)) + _ENTRY_OVERHEAD
+        if size + len(body) > self.max_bytes:
             return
         self._drop(key)
         entries = self._entries
-        while self._bytes + size > self.max_bytes:
+        shared = self._bodies.get(body)
+        added = size if shared is not None else size + len(body)
+        while entries and self._bytes + added > self.max_bytes:
             self._drop(next(iter(entries)))
-        entries[key] = CachedAnswer(body, etag, outcomes, valid_in, size)
-        self._bytes += size
+            if shared is not None and shared[1] == 0:  # its twin was just evicted
+                shared = None
+                added = size + len(body)
+        if shared is None:
+            shared = self._bodies[body] = [body, 0]
+        shared[1] += 1
+        entries[key] = CachedAnswer(shared[0], etag, outcomes, valid_in, size)
+        self._bytes += added
 
     def _first_sight(self, key: Any) -> bool:
         """Remembers the key; True when it was not seen before (since the doorkeeper last started over)."""
@@ -107,5 +122,11 @@ class ResponseCache:
 
     def _drop(self, key: Any) -> None:
         answer = self._entries.pop(key, None)
-        if answer is not None:
-            self._bytes -= answer.size
+        if answer is None:
+            return
+        self._bytes -= answer.size
+        shared = self._bodies[answer.body]
+        shared[1] -= 1
+        if shared[1] == 0:
+            del self._bodies[answer.body]
+            self._bytes -= len(answer.body)

@@ -13,8 +13,11 @@ def key(raw: bytes) -> tuple[str, bytes]:
     return ("r", raw)  # the route's name (one byte here) and the request's raw input
 
 
-def put(cache: ResponseCache, raw: bytes, body: bytes = b"x" * 100, valid_in: int = CACHE_SNAPSHOT) -> None:
-    """Stores an answer the way a repeated request does: a key's first sight is not kept."""
+def put(cache: ResponseCache, raw: bytes, body: bytes | None = None, valid_in: int = CACHE_SNAPSHOT) -> None:
+    """Stores an answer the way a repeated request does: a key's first sight is not kept. By default each
+    key has a body of its own (100 bytes)."""
+    if body is None:
+        body = raw.ljust(100, b"x")
     for _ in range(2):
         cache.put(SNAPSHOT, key(raw), body, 'W/"etag"', None, valid_in)
 
@@ -46,6 +49,22 @@ def test_the_byte_bound_evicts_the_oldest_answers_first() -> None:
     assert len(cache) == 3
     assert cache.get(SNAPSHOT, key(b"k0")) is None and cache.get(SNAPSHOT, key(b"k1")) is None
     assert all(cache.get(SNAPSHOT, key(b"k%d" % i)) is not None for i in (2, 3, 4))
+
+
+def test_equal_bodies_are_kept_once_and_counted_once() -> None:
+    cache = ResponseCache(max_bytes=1000)  # one 500-byte body, then 204 bytes per key
+    shared = b"s" * 500
+    put(cache, b"get", body=shared)
+    put(cache, b"pst", body=bytes(shared))  # an equal body built anew, as every evaluation builds one
+    assert len(cache) == 2
+    first, second = cache.get(SNAPSHOT, key(b"get")), cache.get(SNAPSHOT, key(b"pst"))
+    assert first is not None and second is not None and first.body is second.body
+    put(cache, b"k3", body=bytes(shared))  # 500 + 3 * 204 > 1000: the oldest key goes, the body stays
+    assert len(cache) == 2 and cache.get(SNAPSHOT, key(b"get")) is None
+    for i in range(4):  # other bodies (302 bytes each) push out both sharers, and the shared body goes too
+        put(cache, b"o%d" % i)
+    assert len(cache) == 3 and cache._bodies.keys() == {(b"o%d" % i).ljust(100, b"x") for i in (1, 2, 3)}
+    assert cache._bytes == 3 * (100 + 3 + 200)  # body, key ("r" and "oN"), overhead
 
 
 def test_an_answer_larger_than_the_bound_is_not_kept() -> None:
