@@ -170,9 +170,11 @@ class UpstreamClient:
         return proxy
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        # Let go of the session before awaiting its close: a request started meanwhile opens a new one,
+        # which must not be forgotten unclosed by an assignment after the await.
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
 
     async def fetch_features(self, etag: str | None) -> FetchResult:
         headers = self._headers(self.config.refresh_interval)
