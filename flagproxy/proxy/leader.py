@@ -116,7 +116,7 @@ def stop_sync(sync: Any, instance: Instance) -> Any:
 def build_sync(settings: ProxySettings, instance: Instance, logger: Any, log_warnings: bool = True) -> Any:
     """The SyncService of `settings`, publishing into `instance`. Imported late: a worker that does not
     sync never loads the HTTP client."""
-    from flagproxy.proxy.store import compile_image
+    from flagproxy.proxy.store import compile_image, return_free_memory
     from flagproxy.sync.backup import FileStorageProvider
     from flagproxy.sync.service import SyncService
     from flagproxy.sync.upstream import UpstreamConfig, is_features_document
@@ -154,7 +154,9 @@ def build_sync(settings: ProxySettings, instance: Instance, logger: Any, log_war
         what it serves and not what a compile leaves behind. Without it each worker compiles the document:
         slower and bigger, still right."""
         try:
-            return compile_image(payload, custom_strategies=s.custom_strategies, logger=logger)
+            image = compile_image(payload, custom_strategies=s.custom_strategies, logger=logger)
+            return_free_memory()  # what the compile freed: the main process serves nothing from it
+            return image
         except ValueError:
             raise  # not a features document: nothing is published
         except Exception as exc:
