@@ -43,6 +43,7 @@ class Options:
     wrk: wrk.WrkOptions
     peer_node: bool
     memory_workers: tuple[int, ...] = ()  # instance RSS runs (benchmarks/load/memory.py)
+    prometheus_off: bool = False  # also a flagproxy with ENABLE_PROMETHEUS=false: the series' cost
 
 
 def run_flags(flags: int, options: Options, root: Path, log: Callable[[str], None]) -> FlagRun:
@@ -56,6 +57,14 @@ def run_flags(flags: int, options: Options, root: Path, log: Callable[[str], Non
         services.append(proxy.service)
         targets = [proxy]
         probes = {(proxy.name, s.name): probe(proxy, s, flags) for s in options.scenarios}
+        if options.prometheus_off:
+            log(f"[{flags} flags] starting flagproxy with ENABLE_PROMETHEUS=false")
+            quiet = start_flagproxy(
+                run, services[0], options.workers, "flagproxy-prometheus-off", ENABLE_PROMETHEUS="false"
+            )
+            services.append(quiet.service)
+            targets.append(quiet)
+            probes.update({(quiet.name, s.name): probe(quiet, s, flags) for s in options.scenarios})
 
         routes = [
             baseline_route(s, probes[(proxy.name, s.name)].typical)

@@ -45,6 +45,7 @@ class Follower:
         parent_pid: int | None = None,
         on_orphaned: Callable[[], None] | None = None,
         hand_off_usage: bool = True,
+        on_usage: Callable[[Any], None] | None = None,
     ) -> None:
         self.store = store
         self.publication = publication
@@ -54,6 +55,7 @@ class Follower:
         self.parent_pid = parent_pid
         self.on_orphaned = on_orphaned
         self.hand_off_usage = hand_off_usage  # off with metrics off: no sender would ever collect them
+        self.on_usage = on_usage  # sees each hand-off's counts first (the per-flag Prometheus series)
         self.stamp: tuple[int, int] | None = None  # of the document the store holds
 
     def load(self) -> bool:
@@ -91,10 +93,14 @@ class Follower:
         return True
 
     def hand_off(self) -> None:
-        if not self.hand_off_usage:
+        if not self.hand_off_usage and self.on_usage is None:
             return
         counts = self.collector.take()
-        if counts is not None:
+        if counts is None:
+            return
+        if self.on_usage is not None:
+            self.on_usage(counts)
+        if self.hand_off_usage:
             self.spool.hand_off(counts)
 
     async def run(self) -> None:

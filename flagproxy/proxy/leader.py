@@ -48,18 +48,24 @@ class Instance:
         self.private = private  # no later instance will look here: removed whole
         self.publication = Publication(directory)
         self.spool = UsageSpool(directory)
+        # Every process's Prometheus samples (flagproxy/proxy/prometheus.py): emptied at start, so an
+        # instance's counters start from zero.
+        self.series_directory = os.path.join(directory, "prometheus")
 
     @classmethod
     def create(cls, directory: str | None = None) -> Instance:
         if directory is None:
-            return cls(tempfile.mkdtemp(prefix="flagproxy-instance-"), owned=True, private=True)
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        _make_private(directory)
-        instance = cls(directory, owned=True)
-        instance._remove_all_but_usage()
+            instance = cls(tempfile.mkdtemp(prefix="flagproxy-instance-"), owned=True, private=True)
+        else:
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+            _make_private(directory)
+            instance = cls(directory, owned=True)
+            instance._remove_all_but_usage()
+        os.makedirs(instance.series_directory, mode=0o700, exist_ok=True)
         return instance
 
     def _remove_all_but_usage(self) -> None:
+        shutil.rmtree(self.series_directory, ignore_errors=True)
         for name in os.listdir(self.directory):
             if not name.endswith(USAGE_SUFFIX):
                 with contextlib.suppress(OSError):
@@ -116,6 +122,7 @@ def stop_sync(sync: Any, instance: Instance) -> Any:
 def build_sync(settings: ProxySettings, instance: Instance, logger: Any, log_warnings: bool = True) -> Any:
     """The SyncService of `settings`, publishing into `instance`. Imported late: a worker that does not
     sync never loads the HTTP client."""
+    from flagproxy.proxy.prometheus import SyncMetrics
     from flagproxy.proxy.store import compile_image, return_free_memory
     from flagproxy.sync.backup import FileStorageProvider
     from flagproxy.sync.service import SyncService
@@ -143,6 +150,7 @@ def build_sync(settings: ProxySettings, instance: Instance, logger: Any, log_war
         timeout_seconds=s.upstream_timeout / 1000,
     )
     publication = instance.publication
+    observed = s.enable_prometheus or s.enable_status_page  # both read what the sync's series say
 
     def publish(payload: Any, source: str) -> None:
         if not is_features_document(payload):
@@ -176,6 +184,7 @@ def build_sync(settings: ProxySettings, instance: Instance, logger: Any, log_war
         bootstrap_authorization=s.exp_bootstrap_authorization,
         metrics_jitter=s.metrics_jitter,
         custom_strategy_names=[st.name for st in s.custom_strategies],
+        observer=SyncMetrics(instance.series_directory) if observed else None,
     )
 
 

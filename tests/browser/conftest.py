@@ -1,0 +1,45 @@
+"""Headless Chromium for the browser tests: Debian's /usr/bin/chromium (apt package `chromium`, installed
+by .ci/run) driven by Playwright for Python through `executable_path`, since Playwright's own browser
+downloads are not reachable here. A missing browser is a failure, never a skip.
+
+Every page records its console errors and uncaught exceptions; `Browser.page()` hands them back so each
+test can assert there were none."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page, sync_playwright
+
+from tests.http.conftest import base_env, launch, loop_thread, upstream  # noqa: F401  (fixtures)
+
+CHROMIUM = os.environ.get("FLAGPROXY_TEST_CHROMIUM", "/usr/bin/chromium")
+
+
+class Browser:
+    def __init__(self, browser: Any) -> None:
+        self.browser = browser
+
+    def page(self) -> tuple[Page, list[str]]:
+        """A fresh page (its own context: no shared storage) and the list its console errors go to."""
+        context = self.browser.new_context(viewport={"width": 1100, "height": 900})
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+        page.on("pageerror", lambda error: errors.append(f"uncaught: {error}"))
+        return page, errors
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    assert os.access(CHROMIUM, os.X_OK), f"{CHROMIUM} is missing: apt-get install chromium (see .ci/run)"
+    with sync_playwright() as playwright:
+        # --no-sandbox: CI runs as root, where Chromium refuses its sandbox.
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            yield Browser(chromium)
+        finally:
+            chromium.close()
