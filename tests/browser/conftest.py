@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, sync_playwright
 
+from tests.browser.console import console  # noqa: F401  (fixture)
 from tests.http.conftest import base_env, launch, loop_thread, upstream  # noqa: F401  (fixtures)
 
 CHROMIUM = os.environ.get("FLAGPROXY_TEST_CHROMIUM", "/usr/bin/chromium")

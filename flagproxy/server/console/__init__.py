@@ -1,0 +1,21 @@
+"""The web console: server-rendered pages (Jinja2) with htmx, served by `flagproxy server` under /console.
+
+Pages read through the storage layer and the admin API's views; every change a page offers is a request
+from the browser to the admin API itself (`/api/admin/...`, JSON, with the session cookie and the CSRF
+header), so permissions and validation have one code path and everything a page does the API does.
+What a person may not do is rendered disabled, decided by the same `allowed()` the API asks.
+
+Modules, one page group each: `signin` (login, invite signup), `flags` (projects, a project's flags,
+archive), `flag` (a flag's page), `playground`, `admin` (tokens, users, invites, roles, groups, segments,
+project access, events). `render` holds the Jinja2 environment, the session check and the security headers.
+"""
+
+from __future__ import annotations
+
+from sanic import Blueprint
+
+
+def blueprints() -> list[Blueprint]:
+    from flagproxy.server.console import flags, signin
+
+    return [signin.bp, flags.bp]

@@ -1,0 +1,72 @@
+"""Signing in and up: the login page, the signup page an invite link points to (Unleash's
+`/new-user?invite=<secret>`), the console's static files, and HTML error pages.
+
+The forms post JSON to the admin API's own routes (`/auth/simple/login`, `/invite/<secret>/signup`,
+`/logout`); these pages only render them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sanic import Blueprint, HTTPResponse, Request
+from sanic.response import redirect
+
+from flagproxy.server.console.render import SECURITY_HEADERS, html, signed_in
+from flagproxy.server.errors import ApiError
+from flagproxy.server.routes.common import json_response
+from flagproxy.server.storage import people
+
+STATIC = Path(__file__).parent / "static"
+
+bp = Blueprint("console")
+bp.static("/console/static", str(STATIC), name="static")
+
+
+@bp.on_response
+async def security_headers(request: Request, response: HTTPResponse) -> None:
+    for name, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
+    if request.path.startswith("/console/static/"):
+        # Files named by version (htmx) or changed only with a release: a short cache is enough.
+        response.headers["cache-control"] = "public, max-age=300"
+
+
+@bp.exception(ApiError)
+async def error_page(request: Request, error: ApiError) -> HTTPResponse:
+    """A console URL that names nothing (or is refused) gets a page, not the API's JSON record; an htmx
+    fragment request gets the record, whose message console.js shows beside the form."""
+    if request.headers.get("hx-request"):
+        return json_response({"name": error.name, "message": error.message}, status=error.status)
+    return html(request, "error.html", status=error.status, message=error.message)
+
+
+def _safe_next(target: str | None) -> str:
+    """Only a path inside the console: a login link must not send people to another site."""
+    if target and target.startswith("/console/") and not target.startswith("//") and "\\" not in target:
+        return target
+    return "/console/projects"
+
+
+@bp.get("/console")
+async def home(request: Request) -> HTTPResponse:
+    return redirect("/console/projects")
+
+
+@bp.get("/console/login")
+async def login_page(request: Request) -> HTTPResponse:
+    return html(request, "login.html", next=_safe_next(request.args.get("next")))
+
+
+@bp.get("/console/me")
+@signed_in
+async def me(request: Request) -> HTTPResponse:
+    return html(request, "me.html")
+
+
+@bp.get("/new-user")
+async def signup_page(request: Request) -> HTTPResponse:
+    secret = request.args.get("invite", "")
+    with request.app.ctx.db.transaction(read_only=True) as tx:
+        usable = bool(secret) and people.usable_invite(tx, secret) is not None
+    return html(request, "signup.html", status=200 if usable else 400, secret=secret, usable=usable)
