@@ -154,7 +154,7 @@ async def authenticate(request: Request) -> None:
             need = route_need(request)
             if need is not None:
                 if need.permission is None:
-                    if caller.user is None:
+                    if caller.user is None and not need.any_caller:
                         raise NoAccess("This route acts for a user: use a personal access token or sign in.")
                 else:
                     project = _scope(tx, request, need.project)

@@ -38,6 +38,15 @@ class Console:
         page.click("#login button[type=submit]")
         page.wait_for_url(self.url + start)
 
+    def submit_refused(self, page: Page, form: str, field: str, value: str) -> str:
+        """Fill `field` of `form` with a value the server refuses, submit, and return the message shown
+        beside the form."""
+        page.fill(f"{form} [name='{field}']", value)
+        page.click(f"{form} button[type=submit]")
+        message = page.locator(f"{form} [data-error]")
+        message.wait_for(state="visible")
+        return message.inner_text()
+
     def shot(self, page: Page, name: str) -> None:
         path = self.shots / f"{name}.png"
         page.screenshot(path=str(path), full_page=True)

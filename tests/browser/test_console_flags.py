@@ -67,11 +67,7 @@ def test_sign_in_switch_search_create_archive_and_revive(console, browser):
     console.shot(page, "project-flags")
 
     # A name the API refuses: its message shows beside the form, nothing is created.
-    page.fill("#create-flag input[name=name]", "not a url friendly name")
-    page.click("#create-flag button[type=submit]")
-    message = page.locator("#create-flag [data-error]")
-    message.wait_for(state="visible")
-    assert "name" in message.inner_text()
+    assert '"name"' in console.submit_refused(page, "#create-flag", "name", "not a url friendly name")
 
     listed = page.locator("#flag-table tbody tr[data-flag]")
     page.fill("#q", name[:12])

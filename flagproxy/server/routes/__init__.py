@@ -15,6 +15,7 @@ def blueprints() -> list[Blueprint]:
         groups,
         health,
         invites,
+        playground,
         projects,
         roles,
         segments,
@@ -44,6 +45,7 @@ def blueprints() -> list[Blueprint]:
         tags.bp,
         segments.bp,
         usage.bp,
+        playground.bp,
         client.bp,
         health.bp,
     ]
