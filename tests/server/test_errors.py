@@ -71,6 +71,7 @@ VALID_BODIES: dict[str, Any] = {
     "/api/admin/projects": {"id": "p", "name": "P"},
     "/api/admin/environments": {"name": "e", "type": "test"},
     "/api/admin/segments": {"name": "s", "constraints": []},
+    "/api/admin/playground": {"environment": "development", "context": {}},
     "/api/admin/projects/{project_id}/features": {"name": "f"},
     "/api/admin/projects/{project_id}/features/{name}": {},
     "/api/admin/projects/{project_id}/features/{name}/variants": [],

@@ -16,6 +16,6 @@ from sanic import Blueprint
 
 
 def blueprints() -> list[Blueprint]:
-    from flagproxy.server.console import flags, playground, signin
+    from flagproxy.server.console import flag, flags, playground, signin
 
-    return [signin.bp, flags.bp, playground.bp]
+    return [signin.bp, flags.bp, flag.bp, playground.bp]

@@ -100,6 +100,153 @@
   var builders = {};
   window.flagproxyConsole = { builders: builders, formJson: formJson, showError: showError };
 
+  // ---- the strategy editor ------------------------------------------------------------------------
+  function singleValueOperators() {
+    var holder = document.getElementById("single-value-operators");
+    return holder ? holder.getAttribute("data-operators").split(" ") : [];
+  }
+
+  var CHECKS = {
+    NUM: [/^-?\d+(\.\d+)?$/, "a number"],
+    DATE: [/^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$/, "a date like 2026-01-31T12:00:00Z"],
+    SEMVER: [/^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$/, "a semantic version like 1.2.3"],
+  };
+
+  // One constraint row -> the API's constraint, or an Error saying what is wrong with it.
+  function constraintOf(row, index) {
+    function field(name) { return row.querySelector('[data-c="' + name + '"]'); }
+    var label = "Constraint " + (index + 1) + ": ";
+    var constraint = {
+      contextName: field("contextName").value.trim(),
+      operator: field("operator").value,
+      caseInsensitive: field("caseInsensitive").checked,
+      inverted: field("inverted").checked,
+    };
+    if (!constraint.contextName) throw new Error(label + "choose a context field");
+    if (singleValueOperators().indexOf(constraint.operator) >= 0) {
+      var value = field("value").value.trim();
+      if (!value) throw new Error(label + constraint.operator + " needs a value");
+      var check = CHECKS[constraint.operator.split("_")[0]];
+      if (check && !check[0].test(value)) throw new Error(label + "the value must be " + check[1]);
+      if (constraint.operator === "REGEX") {
+        try { new RegExp(value); } catch (e) { throw new Error(label + "the pattern is not valid: " + e.message); }
+      }
+      constraint.value = value;
+      constraint.values = [];
+    } else {
+      constraint.values = convert(field("values").value, "list", "values");
+      if (!constraint.values.length) throw new Error(label + constraint.operator + " needs at least one value");
+    }
+    return constraint;
+  }
+
+  function variantsOf(form) {
+    var text = form.querySelector("[data-variants]").value.trim() || "[]";
+    var variants = convert(text, "json", "Variants");
+    if (!Array.isArray(variants)) throw new Error("Variants must be a JSON list");
+    variants.forEach(function (variant, i) {
+      if (!variant || typeof variant.name !== "string" || !variant.name) {
+        throw new Error("Variant " + (i + 1) + " needs a name");
+      }
+      var payload = variant.payload;
+      if (payload && payload.type === "json") {
+        try { JSON.parse(payload.value); } catch (e) {
+          throw new Error("Variant " + variant.name + ": the JSON payload is not valid JSON: " + e.message);
+        }
+      }
+    });
+    return variants;
+  }
+
+  function markInvalid(form, row) {
+    var rows = form.querySelectorAll(".constraint-row");
+    for (var i = 0; i < rows.length; i++) rows[i].classList.toggle("invalid", rows[i] === row);
+  }
+
+  builders.strategy = function (form) {
+    var name = form.querySelector("[name=name]").value;
+    var body = { name: name, parameters: {}, constraints: [], segments: [] };
+    var title = form.querySelector("[name=title]").value.trim();
+    if (title) body.title = title;
+    body.disabled = form.querySelector("[name=disabled]").checked;
+    var order = form.querySelector("[name=sortOrder]");
+    if (order) body.sortOrder = Number(order.value);
+    var fieldsets = form.querySelectorAll("fieldset[data-for]");
+    for (var i = 0; i < fieldsets.length; i++) {
+      if (fieldsets[i].getAttribute("data-for").split(" ").indexOf(name) < 0) continue;
+      var params = fieldsets[i].querySelectorAll("[data-param]");
+      for (var j = 0; j < params.length; j++) {
+        var input = params[j];
+        if (input.closest("[hidden]")) continue;
+        var key = input.getAttribute("data-param");
+        var value = input.value.trim();
+        if (input.getAttribute("data-kind") === "percent") {
+          if (!/^\d+$/.test(value) || Number(value) > 100) throw new Error(key + " must be a whole number from 0 to 100");
+        }
+        if (input.getAttribute("data-kind") === "list") value = convert(value, "list", key).join(",");
+        body.parameters[key] = value;
+      }
+    }
+    var rows = form.querySelectorAll(".constraint-row");
+    for (var k = 0; k < rows.length; k++) {
+      try {
+        body.constraints.push(constraintOf(rows[k], k));
+      } catch (problem) {
+        markInvalid(form, rows[k]);
+        throw problem;
+      }
+    }
+    markInvalid(form, null);
+    var segments = form.querySelectorAll("[data-segment]:checked");
+    for (var n = 0; n < segments.length; n++) body.segments.push(Number(segments[n].value));
+    body.variants = variantsOf(form);
+    return body;
+  };
+
+  builders.variants = variantsOf;
+
+  function showStrategyFields(form) {
+    var select = form.querySelector("[data-strategy-select]");
+    if (!select) return;
+    var fieldsets = form.querySelectorAll("fieldset[data-for]");
+    for (var i = 0; i < fieldsets.length; i++) {
+      fieldsets[i].hidden = fieldsets[i].getAttribute("data-for").split(" ").indexOf(select.value) < 0;
+      var hides = fieldsets[i].querySelectorAll("[data-hide-for]");
+      for (var j = 0; j < hides.length; j++) hides[j].hidden = hides[j].getAttribute("data-hide-for") === select.value;
+    }
+  }
+
+  function showOperatorFields(row) {
+    var single = singleValueOperators().indexOf(row.querySelector('[data-c="operator"]').value) >= 0;
+    row.querySelector("[data-one]").hidden = !single;
+    row.querySelector("[data-many]").hidden = single;
+  }
+
+  function prepare(root) {
+    var forms = root.querySelectorAll ? root.querySelectorAll(".strategy-form") : [];
+    for (var i = 0; i < forms.length; i++) showStrategyFields(forms[i]);
+    var rows = root.querySelectorAll ? root.querySelectorAll(".constraint-row") : [];
+    for (var j = 0; j < rows.length; j++) showOperatorFields(rows[j]);
+  }
+
+  document.addEventListener("DOMContentLoaded", function () { prepare(document); });
+  document.addEventListener("change", function (event) {
+    var target = event.target;
+    if (target.matches("[data-strategy-select]")) showStrategyFields(target.closest("form"));
+    if (target.matches('[data-c="operator"]')) showOperatorFields(target.closest(".constraint-row"));
+  });
+  document.addEventListener("click", function (event) {
+    var target = event.target;
+    if (target.matches("[data-add-constraint]")) {
+      var template = document.getElementById("constraint-row-template");
+      var row = template.content.firstElementChild.cloneNode(true);
+      target.closest("form").querySelector("[data-constraints]").appendChild(row);
+      showOperatorFields(row);
+    } else if (target.matches("[data-remove-constraint]")) {
+      target.closest(".constraint-row").remove();
+    }
+  });
+
   htmx.defineExtension("json-form", {
     onEvent: function (name, event) {
       if (name !== "htmx:configRequest") return true;
