@@ -6,8 +6,9 @@ header), so permissions and validation have one code path and everything a page 
 What a person may not do is rendered disabled, decided by the same `allowed()` the API asks.
 
 Modules, one page group each: `signin` (login, invite signup), `flags` (projects, a project's flags,
-archive), `flag` (a flag's page), `playground`, `admin` (tokens, users, invites, roles, groups, segments,
-project access, events). `render` holds the Jinja2 environment, the session check and the security headers.
+archive), `flag` (a flag's page), `playground`, `people` (users, invite links, roles, groups, project
+access), `resources` (API tokens, segments, the event log). `render` holds the Jinja2 environment, the
+session check and the security headers.
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ from sanic import Blueprint
 
 
 def blueprints() -> list[Blueprint]:
-    from flagproxy.server.console import flag, flags, playground, signin
+    from flagproxy.server.console import flag, flags, people, playground, resources, signin
+    from flagproxy.server.console.render import error_page
+    from flagproxy.server.errors import ApiError
 
-    return [signin.bp, flags.bp, flag.bp, playground.bp]
+    found = [signin.bp, flags.bp, flag.bp, playground.bp, people.bp, resources.bp]
+    for blueprint in found:
+        blueprint.exception(ApiError)(error_page)  # pages, not the API's JSON records
+    return found

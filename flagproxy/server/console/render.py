@@ -19,7 +19,9 @@ from sanic.response import redirect
 
 from flagproxy import __version__
 from flagproxy.server.auth import session_caller
+from flagproxy.server.errors import ApiError
 from flagproxy.server.identity.access import Caller, allowed
+from flagproxy.server.routes.common import json_response
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -96,3 +98,11 @@ def signed_in(handler: Page) -> Page:
         return await handler(request, *args, **kwargs)
 
     return page
+
+
+async def error_page(request: Request, error: ApiError) -> HTTPResponse:
+    """A console URL that names nothing (or is refused) gets a page, not the API's JSON record; an htmx
+    fragment request gets the record, whose message console.js shows beside the form."""
+    if request.headers.get("hx-request"):
+        return json_response({"name": error.name, "message": error.message}, status=error.status)
+    return html(request, "error.html", status=error.status, message=error.message)

@@ -13,8 +13,6 @@ from sanic import Blueprint, HTTPResponse, Request
 from sanic.response import redirect
 
 from flagproxy.server.console.render import SECURITY_HEADERS, html, signed_in
-from flagproxy.server.errors import ApiError
-from flagproxy.server.routes.common import json_response
 from flagproxy.server.storage import people
 
 STATIC = Path(__file__).parent / "static"
@@ -30,15 +28,6 @@ async def security_headers(request: Request, response: HTTPResponse) -> None:
     if request.path.startswith("/console/static/"):
         # Files named by version (htmx) or changed only with a release: a short cache is enough.
         response.headers["cache-control"] = "public, max-age=300"
-
-
-@bp.exception(ApiError)
-async def error_page(request: Request, error: ApiError) -> HTTPResponse:
-    """A console URL that names nothing (or is refused) gets a page, not the API's JSON record; an htmx
-    fragment request gets the record, whose message console.js shows beside the form."""
-    if request.headers.get("hx-request"):
-        return json_response({"name": error.name, "message": error.message}, status=error.status)
-    return html(request, "error.html", status=error.status, message=error.message)
 
 
 def _safe_next(target: str | None) -> str:

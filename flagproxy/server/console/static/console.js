@@ -41,7 +41,8 @@
 
   // Field names carry their JSON type after a colon: "rollout" (text), "weight:number",
   // "enabled:bool" (a checkbox: unchecked is false), "values:list" (one per line or comma),
-  // "payload:json" (parsed), "projects:array" (every field of that name). Dots nest: "payload.type".
+  // "payload:json" (parsed), "projects:array" (every field of that name), "users:numbers" (the same, as
+// numbers; an empty choice adds nothing). Dots nest: "payload.type".
   // Empty text fields are left out, so the API's defaults apply.
   function setPath(target, path, value) {
     var keys = path.split(".");
@@ -81,9 +82,9 @@
         continue;
       }
       if ((field.type === "checkbox" || field.type === "radio") && !field.checked) continue;
-      if (type === "array") {
+      if (type === "array" || type === "numbers") {
         var list = path.split(".").reduce(function (o, k) { return o && o[k]; }, body) || [];
-        list.push(field.value);
+        if (field.value !== "") list.push(type === "numbers" ? Number(field.value) : field.value);
         setPath(body, path, list);
         continue;
       }
@@ -187,16 +188,7 @@
         body.parameters[key] = value;
       }
     }
-    var rows = form.querySelectorAll(".constraint-row");
-    for (var k = 0; k < rows.length; k++) {
-      try {
-        body.constraints.push(constraintOf(rows[k], k));
-      } catch (problem) {
-        markInvalid(form, rows[k]);
-        throw problem;
-      }
-    }
-    markInvalid(form, null);
+    body.constraints = constraintsOf(form);
     var segments = form.querySelectorAll("[data-segment]:checked");
     for (var n = 0; n < segments.length; n++) body.segments.push(Number(segments[n].value));
     body.variants = variantsOf(form);
@@ -204,6 +196,48 @@
   };
 
   builders.variants = variantsOf;
+
+  function checkedValues(form, selector) {
+    var found = [];
+    var boxes = form.querySelectorAll(selector + ":checked");
+    for (var i = 0; i < boxes.length; i++) {
+      if (!boxes[i].closest("[hidden]")) found.push(boxes[i].value);
+    }
+    return found;
+  }
+
+  function constraintsOf(form) {
+    var found = [];
+    var rows = form.querySelectorAll(".constraint-row");
+    for (var k = 0; k < rows.length; k++) {
+      try {
+        found.push(constraintOf(rows[k], k));
+      } catch (problem) {
+        markInvalid(form, rows[k]);
+        throw problem;
+      }
+    }
+    markInvalid(form, null);
+    return found;
+  }
+
+  builders.role = function (form) {
+    var body = formJson(form);
+    body.permissions = checkedValues(form, "[data-permission]").map(function (name) { return { name: name }; });
+    return body;
+  };
+
+  builders.group = function (form) {
+    var body = formJson(form);
+    body.users = checkedValues(form, "[data-member]").map(function (id) { return { user: { id: Number(id) } }; });
+    return body;
+  };
+
+  builders.segment = function (form) {
+    var body = formJson(form);
+    body.constraints = constraintsOf(form);
+    return body;
+  };
 
   function showStrategyFields(form) {
     var select = form.querySelector("[data-strategy-select]");
@@ -234,6 +268,10 @@
     var target = event.target;
     if (target.matches("[data-strategy-select]")) showStrategyFields(target.closest("form"));
     if (target.matches('[data-c="operator"]')) showOperatorFields(target.closest(".constraint-row"));
+    if (target.matches("[data-role-type]")) {
+      var sets = target.closest("form").querySelectorAll("fieldset[data-for-role]");
+      for (var i = 0; i < sets.length; i++) sets[i].hidden = sets[i].getAttribute("data-for-role") !== target.value;
+    }
   });
   document.addEventListener("click", function (event) {
     var target = event.target;
