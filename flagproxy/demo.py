@@ -187,18 +187,42 @@ def invite_link(base_url: str, admin_token: str) -> str:
     return str(created["url"])
 
 
+def console_login(base_url: str, admin_token: str) -> tuple[str, str]:
+    """An Admin who can sign in to the web console: (username, password), new on every run (a database
+    given with --database may hold the one of an earlier run)."""
+    username = f"admin-{secrets.token_hex(2)}"
+    password = f"Demo-{secrets.token_hex(6)}-7!"  # upper, lower, digit and special: the strength rule
+    admin_call(
+        base_url,
+        admin_token,
+        "POST",
+        "/api/admin/user-admin",
+        {"email": f"{username}@example.com", "username": username, "password": password, "rootRole": 1},
+    )
+    return username, password
+
+
 def _instructions(
-    server: str, proxy: str, keys: DemoKeys, flags: list[str], database: str, invite: str
+    server: str,
+    proxy: str,
+    keys: DemoKeys,
+    flags: list[str],
+    database: str,
+    invite: str,
+    login: tuple[str, str],
 ) -> str:
     return f"""
 flagproxy demo is running.
 
   flag server   {server}      (admin API, client API, docs at {server}/docs/openapi)
+  console       {server}/console
+  login         {login[0]}   (an Admin of the console)
+  password      {login[1]}
   proxy         {proxy}/proxy
   database      {database}
 
   admin token   {keys.admin_token}
-  invite link   {invite}   (sign up as a Viewer: POST {{email, name, password}} to /invite/<secret>/signup)
+  invite link   {invite}   (open it in a browser to sign up as a Viewer)
   client token  {keys.client_token}   (what the proxy reads the server with)
   proxy key     {keys.client_key}
 
@@ -264,7 +288,8 @@ def main(argv: list[str]) -> int:
         )  # fmt: skip
         wait_until_up(f"{proxy_url}/proxy/health", proxy, "proxy")
         invite = invite_link(server_url, keys.admin_token)
-        print(_instructions(server_url, proxy_url, keys, flags, shown_database, invite), flush=True)
+        login = console_login(server_url, keys.admin_token)
+        print(_instructions(server_url, proxy_url, keys, flags, shown_database, invite, login), flush=True)
         while not stopping:
             if server.poll() is not None or proxy.poll() is not None:
                 print("flagproxy demo: a child process exited; stopping", file=sys.stderr)

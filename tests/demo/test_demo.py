@@ -120,6 +120,22 @@ def test_demo_runs_both_parts_and_stops_on_ctrl_c() -> None:
         )
         with urllib.request.urlopen(signup, timeout=10) as answer:
             assert answer.status == 200 and orjson.loads(answer.read())["rootRole"] == 3
+        # The console answers, and the printed login signs in to it.
+        assert _field(text, "console") == f"{server}/console"
+        login = {"username": _field(text, "login"), "password": _field(text, "password")}
+        signin = urllib.request.Request(
+            f"{server}/auth/simple/login",
+            data=orjson.dumps(login),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(signin, timeout=10) as answer:
+            assert answer.status == 200 and orjson.loads(answer.read())["rootRole"] == 1
+            cookies = [c.split(";", 1)[0] for c in answer.headers.get_all("set-cookie")]
+            session = next(c for c in cookies if c.startswith("flagproxy_session="))
+        page = urllib.request.Request(f"{server}/console/projects", headers={"Cookie": session})
+        with urllib.request.urlopen(page, timeout=10) as answer:
+            assert b'<table id="projects">' in answer.read()  # the page itself, not the login it redirects to
         database = Path(_field(text, "database"))
         assert database.is_file()
         _check_samples(server, admin)
