@@ -111,3 +111,26 @@ def test_a_viewer_reads_the_flag_page_without_editors(console, browser):
     assert page.locator("#flag-settings input[name=description]").is_disabled()
     console.shot(page, "flag-page-viewer")
     assert errors == []
+
+
+def test_strategies_are_reordered_with_move_up_and_down(console, browser):
+    api = console.api
+    name = unique("reordered")
+    api.create_feature(name)
+    first, second = (
+        api.add_strategy(name, {"name": "userWithId", "parameters": {"userIds": user}})["id"] for user in "ab"
+    )
+    page, errors = browser.page()
+    console.sign_in(page, console.admin_email, start=f"/console/projects/default/features/{name}")
+    assert page.locator(f".strategy[data-strategy='{first}'] [data-move=up]").count() == 0
+    with page.expect_navigation():
+        page.click(f".strategy[data-strategy='{second}'] [data-move=up]")
+    assert [s["id"] for s in api.get(PATH.format(name)).json()] == [second, first]
+    order = page.locator("section.environment[data-env=development] .strategy").evaluate_all(
+        "cards => cards.map(card => card.dataset.strategy)"
+    )
+    assert order == [second, first]
+    with page.expect_navigation():
+        page.click(f".strategy[data-strategy='{second}'] [data-move=down]")
+    assert [s["id"] for s in api.get(PATH.format(name)).json()] == [first, second]
+    assert errors == []

@@ -42,6 +42,21 @@ def _usage(tx: Any, name: str) -> list[dict[str, Any]]:
     return sorted(totals.values(), key=lambda t: (t["environment"], t["appName"]))
 
 
+def _moves(strategies: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """For each strategy, the body of `set-sort-order` that moves it one place up or down."""
+    ids = [s["id"] for s in strategies]
+    moves: dict[str, dict[str, str]] = {}
+    for index, strategy_id in enumerate(ids):
+        moves[strategy_id] = {}
+        for label, other in (("up", index - 1), ("down", index + 1)):
+            if 0 <= other < len(ids):
+                order = list(ids)
+                order[index], order[other] = order[other], order[index]
+                body = [{"id": moved, "sortOrder": position} for position, moved in enumerate(order)]
+                moves[strategy_id][label] = orjson.dumps(body).decode()
+    return moves
+
+
 @bp.get("/console/projects/<project_id>/features/<name>")
 @signed_in
 async def flag_page(request: Request, project_id: str, name: str) -> HTTPResponse:
@@ -68,5 +83,6 @@ async def flag_page(request: Request, project_id: str, name: str) -> HTTPRespons
         single_value=sorted(SINGLE_VALUE_OPERATORS),
         strategies=STRATEGIES,
         stickiness=STICKINESS,
+        moves={env["name"]: _moves(env["strategies"]) for env in shown["environments"]},
         to_json=lambda value: orjson.dumps(value, option=orjson.OPT_INDENT_2).decode(),
     )

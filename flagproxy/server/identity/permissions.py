@@ -228,6 +228,7 @@ ROUTE_NEEDS: dict[str, Need] = {
     "strategies.add_strategy": Need("CREATE_FEATURE_STRATEGY", _IN_PROJECT, _IN_ENV),
     "strategies.replace_strategy": Need("UPDATE_FEATURE_STRATEGY", _IN_PROJECT, _IN_ENV),
     "strategies.delete_strategy": Need("DELETE_FEATURE_STRATEGY", _IN_PROJECT, _IN_ENV),
+    "strategies.set_sort_order": Need("UPDATE_FEATURE_STRATEGY", _IN_PROJECT, _IN_ENV),
     "tags.add_tag": Need("UPDATE_FEATURE", _OF_FEATURE),
     "tags.remove_tag": Need("UPDATE_FEATURE", _OF_FEATURE),
     "users.create_user": Need(ADMIN),

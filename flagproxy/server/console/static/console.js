@@ -292,7 +292,12 @@
       var form = formOf(elt);
       try {
         var builder = builders[form.getAttribute("data-builder")];
-        form._flagproxyJson = JSON.stringify(builder ? builder(form) : formJson(form));
+        if (elt.hasAttribute("data-body")) {
+          // A button whose whole body the server rendered (a strategy's new order).
+          form._flagproxyJson = JSON.stringify(JSON.parse(elt.getAttribute("data-body")));
+        } else {
+          form._flagproxyJson = JSON.stringify(builder ? builder(form) : formJson(form));
+        }
       } catch (problem) {
         showError(elt, problem.message);
         event.preventDefault();
