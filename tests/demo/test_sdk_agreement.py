@@ -59,10 +59,10 @@ def _more_flags(api: Api) -> list[str]:
     return [*flags, "env-variants"]
 
 
-def _contexts() -> list[dict[str, Any]]:
-    rng = random.Random(20261122)
+def _contexts(count: int = CONTEXTS, seed: int = 20261122) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
     contexts = []
-    for index in range(CONTEXTS):
+    for index in range(count):
         properties = {
             "plan": rng.choice(["free", "premium"]),
             "country": rng.choice(["NO", "SE", "DE", "no"]),
