@@ -19,11 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from UnleashClient import UnleashClient
 
 from flagproxy.demo import seed
 from tests.demo.processes import ProxyProcess
-from tests.demo.test_sdk_agreement import _contexts, _more_flags, _sdk_answer
+from tests.demo.test_sdk_agreement import _contexts, _more_flags, _sdk_answer, sdk_client
 from tests.server.harness import ADMIN_TOKEN, CLIENT_TOKEN, ServerProcess
 
 pytestmark = pytest.mark.slow
@@ -32,7 +31,7 @@ NODE_PROJECT = Path(__file__).resolve().parent / "node"
 CONTEXTS = 1000
 SEED = 20261125
 APP_NAME = "sdk-agreement"
-ENVIRONMENT = "development"
+ENVIRONMENT = "development"  # sdk_client's
 SERVER_SIDE_TOKEN = "sdk-test-server-side-token"
 RANDOM_FLAG = "coin-flip"
 
@@ -74,17 +73,7 @@ def node_answers(url: str, token: str, flags: list[str], contexts: list[dict[str
 def python_answers(
     url: str, token: str, flags: list[str], contexts: list[dict[str, Any]], cache: Path
 ) -> list[dict]:
-    client = UnleashClient(
-        url=url,
-        app_name=APP_NAME,
-        environment=ENVIRONMENT,
-        custom_headers={"Authorization": token},
-        disable_metrics=True,
-        disable_registration=True,
-        cache_directory=str(cache),
-        refresh_interval=60,
-    )
-    client.initialize_client()
+    client = sdk_client(url, token, APP_NAME, cache)
     try:
         assert client.is_initialized
         return [{flag: _sdk_answer(client, flag, context) for flag in flags} for context in contexts]
