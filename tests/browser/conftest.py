@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.sync_api import Page, sync_playwright
 
+from flagproxy.demo import seed
+from tests.browser.origin import Origin
 from tests.http.conftest import base_env, launch, loop_thread, upstream  # noqa: F401  (fixtures)
+from tests.server import harness
 
 CHROMIUM = os.environ.get("FLAGPROXY_TEST_CHROMIUM", "/usr/bin/chromium")
 
@@ -43,3 +47,21 @@ def browser() -> Iterator[Browser]:
             yield Browser(chromium)
         finally:
             chromium.close()
+
+
+@pytest.fixture(scope="module")
+def origin() -> Iterator[Origin]:
+    """The pages' own web site, on another loopback port than the proxy: calls are cross-origin."""
+    site = Origin()
+    yield site
+    site.close()
+
+
+@pytest.fixture
+def flag_server(tmp_path: Path) -> Iterator[harness.ServerProcess]:
+    """A real `flagproxy server` on SQLite with the demo's sample flags."""
+    env = harness.base_env(DATABASE_PATH=str(tmp_path / "flags.db"))
+    server = harness.ServerProcess(env, log_path=str(tmp_path / "server.log")).start()
+    seed(server.url, harness.ADMIN_TOKEN)
+    yield server
+    assert server.stop() == 0

@@ -13,9 +13,17 @@ from pathlib import Path
 
 PAGES = Path(__file__).resolve().parent / "pages"
 NODE_MODULES = Path(__file__).resolve().parents[1] / "sdk" / "node" / "node_modules"
-# URL path → file: each SDK's browser build (UMD, exposes a global).
+# URL path → file: each SDK's browser build (UMD, exposes a global) or its ES module build.
+# The OpenFeature page loads ES modules by their package names through an import map.
 FILES = {
     "/unleash-proxy-client.js": NODE_MODULES / "unleash-proxy-client" / "build" / "main.min.js",
+    "/esm/unleash-proxy-client.js": NODE_MODULES / "unleash-proxy-client" / "build" / "main.esm.js",
+    "/esm/openfeature-web-sdk.js": NODE_MODULES / "@openfeature" / "web-sdk" / "dist" / "esm" / "index.js",
+    "/esm/openfeature-core.js": NODE_MODULES / "@openfeature" / "core" / "dist" / "esm" / "index.js",
+    "/esm/openfeature-unleash-web-provider.js": NODE_MODULES
+    / "@openfeature"
+    / "unleash-web-provider"
+    / "index.esm.js",
 }
 TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
 

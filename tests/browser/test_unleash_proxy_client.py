@@ -15,42 +15,23 @@ Each test saves a screenshot in its temporary folder and fails on any browser co
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from flagproxy.demo import seed
 from tests.browser.origin import Origin
 from tests.demo.processes import PROXY_KEY, ProxyProcess
 from tests.demo.timing import wait_for_propagation
 from tests.http.test_prometheus import scrape, value
 from tests.http.test_workers import wait_until
-from tests.server.harness import ADMIN_TOKEN, CLIENT_TOKEN, ServerProcess, base_env
+from tests.server.harness import CLIENT_TOKEN, ServerProcess
 
 pytestmark = pytest.mark.slow
 
 SDK_REFRESH_MS = 1000  # the page's refreshInterval (seconds in the SDK's options)
 PROXY_REFRESH_MS = 500
 FEATURES = "/api/admin/projects/default/features"
-
-
-@pytest.fixture(scope="module")
-def origin() -> Iterator[Origin]:
-    site = Origin()
-    yield site
-    site.close()
-
-
-@pytest.fixture
-def flag_server(tmp_path: Path) -> Iterator[ServerProcess]:
-    server = ServerProcess(
-        base_env(DATABASE_PATH=str(tmp_path / "flags.db")), log_path=str(tmp_path / "server.log")
-    ).start()
-    seed(server.url, ADMIN_TOKEN)
-    yield server
-    assert server.stop() == 0
 
 
 def start_proxy(server: ServerProcess, tmp_path: Path, *args: str) -> ProxyProcess:
@@ -73,14 +54,20 @@ def shown(page: Any) -> dict[str, str]:
     return dict(pairs)
 
 
+def proxy_toggles(proxy: ProxyProcess, context: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The proxy's own answer (GET /proxy, as the SDK asks) for an SDK's `context`: name → toggle."""
+    fields = [(k, v) for k, v in context.items() if isinstance(v, str)]
+    fields += [(f"properties[{k}]", v) for k, v in (context.get("properties") or {}).items()]
+    status, body = proxy.request("GET", f"/proxy?{urllib.parse.urlencode(fields)}")
+    assert status == 200, body
+    return {t["name"]: t for t in body["toggles"]}
+
+
 def proxy_view(proxy: ProxyProcess, context: dict[str, Any]) -> dict[str, str]:
     """What the page should show for `context`: the proxy's own answer, as the page words it."""
-    query = urllib.parse.urlencode({k: v for k, v in context.items() if isinstance(v, str)})
-    status, body = proxy.request("GET", f"/proxy?{query}")
-    assert status == 200, body
     return {
-        t["name"]: f"{t['name']}: {'on' if t['enabled'] else 'off'}, variant {t['variant']['name']}"
-        for t in body["toggles"]
+        name: f"{name}: {'on' if t['enabled'] else 'off'}, variant {t['variant']['name']}"
+        for name, t in proxy_toggles(proxy, context).items()
     }
 
 
