@@ -20,6 +20,7 @@ import contextlib
 import os
 import re
 import shutil
+import stat
 import tempfile
 import threading
 from typing import Any
@@ -57,6 +58,7 @@ class Instance:
             instance = cls(tempfile.mkdtemp(prefix="flagproxy-instance-"), owned=True, private=True)
         else:
             os.makedirs(directory, mode=0o700, exist_ok=True)
+            _make_private(directory)
             instance = cls(directory, owned=True)
             instance._remove_all_but_usage()
         os.makedirs(instance.series_directory, mode=0o700, exist_ok=True)
@@ -79,6 +81,23 @@ class Instance:
         self._remove_all_but_usage()
         with contextlib.suppress(OSError):
             os.rmdir(self.directory)  # only when no usage is left in it
+
+
+class InstanceFolderError(PermissionError):
+    """The instance folder is not this user's alone; the message says what to do."""
+
+
+def _make_private(directory: str) -> None:
+    """Workers load what is in the folder, compiled images included (unpickled: flagproxy/image.py), and
+    $TMPDIR is shared: a folder another user made, or could write to, is refused or closed first."""
+    status = os.lstat(directory)
+    if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.geteuid():
+        raise InstanceFolderError(
+            f"the instance folder {directory} is owned by user {status.st_uid}, not by this user "
+            f"({os.geteuid()}), or is not a folder; remove it or set TMPDIR to a folder of your own"
+        )
+    if stat.S_IMODE(status.st_mode) != 0o700:
+        os.chmod(directory, 0o700)
 
 
 def instance_directory(settings: ProxySettings) -> str:
@@ -104,6 +123,7 @@ def build_sync(settings: ProxySettings, instance: Instance, logger: Any, log_war
     """The SyncService of `settings`, publishing into `instance`. Imported late: a worker that does not
     sync never loads the HTTP client."""
     from flagproxy.proxy.prometheus import SyncMetrics
+    from flagproxy.proxy.store import compile_image, return_free_memory
     from flagproxy.sync.backup import FileStorageProvider
     from flagproxy.sync.service import SyncService
     from flagproxy.sync.upstream import UpstreamConfig, is_features_document
@@ -135,7 +155,21 @@ def build_sync(settings: ProxySettings, instance: Instance, logger: Any, log_war
     def publish(payload: Any, source: str) -> None:
         if not is_features_document(payload):
             raise ValueError("not a client features document (no `features` list)")
-        publication.publish(payload, source)
+        publication.publish(payload, source, compiled(payload))
+
+    def compiled(payload: Any) -> bytes | None:
+        """The document compiled once for every worker (flagproxy/image.py): a worker that loads it holds
+        what it serves and not what a compile leaves behind. Without it each worker compiles the document:
+        slower and bigger, still right."""
+        try:
+            image = compile_image(payload, custom_strategies=s.custom_strategies, logger=logger)
+            return_free_memory()  # what the compile freed: the main process serves nothing from it
+            return image
+        except ValueError:
+            raise  # not a features document: nothing is published
+        except Exception as exc:
+            logger.warn(f"The workers compile the features themselves: no image of them ({exc!r})")
+            return None
 
     return SyncService(
         config,
