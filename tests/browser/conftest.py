@@ -37,8 +37,10 @@ class Browser:
         return page, errors
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    """One Chromium per test module. Not per session: Playwright's sync API keeps an event loop running
+    on the main thread while it is open, and tests after these call asyncio.run()."""
     assert os.access(CHROMIUM, os.X_OK), f"{CHROMIUM} is missing: apt-get install chromium (see .ci/run)"
     with sync_playwright() as playwright:
         # --no-sandbox: CI runs as root, where Chromium refuses its sandbox.
