@@ -1,0 +1,61 @@
+"""`python -m tests.reliability [--long] [--no-doc] [pytest options]`: run the campaign, print its figures,
+rewrite docs/reliability.md with them. Exits with pytest's status."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+# The campaign: this folder, and main's tests of the same points, which it counts rather than repeats.
+MAIN_TESTS = [
+    "tests/http/test_upstream_faults.py",
+    "tests/http/test_fuzz.py",
+    "tests/http/test_bad_input.py",
+    "tests/http/test_no_internals.py",
+    "tests/http/test_secrets_in_logs.py",
+    "tests/engine/test_regex_bound.py",
+    "tests/http/test_workers.py::test_a_stop_signal_to_the_process_group_under_load_finishes_every_answer",
+    "tests/http/test_workers.py::test_usage_counts_arrive_once_across_a_killed_worker_and_the_stop",
+    "tests/server/test_process_group_stop.py",
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.reliability", description=__doc__)
+    parser.add_argument("--long", action="store_true", help="the hour-long soak and minutes-long outages")
+    parser.add_argument("--no-doc", action="store_true", help="print the figures, leave docs/ alone")
+    options, pytest_args = parser.parse_known_args(argv)
+    # Read by scale.py and figures.py at import: set before pytest imports them.
+    os.environ["FLAGPROXY_CAMPAIGN"] = "long" if options.long else "short"
+    os.chdir(REPO)
+
+    import pytest
+
+    from tests.reliability import plugin, report
+    from tests.reliability.figures import FIGURES
+
+    started = time.monotonic()
+    status = pytest.main(
+        ["-q", "-p", "no:cacheprovider", "tests/reliability", *MAIN_TESTS, *pytest_args], plugins=[plugin]
+    )
+    duration = time.monotonic() - started
+    print("\n== reliability campaign (" + FIGURES.mode + f", {duration / 60:.1f} min)")
+    print(FIGURES.table())
+    if not options.no_doc:
+        revision = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO
+        ).stdout.strip()
+        command = "python -m tests.reliability" + (" --long" if options.long else "")
+        (REPO / "docs" / "reliability.md").write_text(report.render(FIGURES, duration, command, revision))
+        print("docs/reliability.md rewritten")
+    return int(status)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
