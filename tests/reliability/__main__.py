@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO
         ).stdout.strip()
         command = "python -m tests.reliability" + (" --long" if options.long else "")
-        (REPO / "docs" / "reliability.md").write_text(report.render(FIGURES, duration, command, revision))
+        page = REPO / "docs" / "reliability.md"
+        page.write_text(report.rewrite(page.read_text(), report.render(FIGURES, duration, command, revision)))
         print("docs/reliability.md rewritten")
     return int(status)
 

@@ -1,0 +1,35 @@
+"""docs/reliability.md's figures section, rewritten from the figures of the last `python -m tests.reliability`
+run; the rest of the page is prose kept by hand."""
+
+from __future__ import annotations
+
+import datetime
+
+from tests.reliability.figures import Figures
+
+START = "<!-- figures: written by python -m tests.reliability -->"
+END = "<!-- end of figures -->"
+
+
+def render(figures: Figures, duration: float, command: str, revision: str) -> str:
+    day = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    outcome = (
+        "every test passed"
+        if not figures.failures
+        else "FAILED: " + ", ".join(f"`{nodeid}`" for nodeid in figures.failures)
+    )
+    rows = "\n".join(f"| {name.strip()} | {value} |" for name, value in figures.rows())
+    unexpected = "".join(f"\n- {line}" for line in figures.unexpected_5xx[:20])
+    return (
+        f"`{command}` at {revision}, {day}, {duration / 60:.1f} minutes ({figures.mode} form): {outcome}.\n\n"
+        f"| figure | value |\n|---|---:|\n{rows}\n"
+        + (f"\nUnexpected 5xx:{unexpected}\n" if unexpected else "")
+    )
+
+
+def rewrite(page: str, figures_section: str) -> str:
+    """`page` with the text between its START and END markers replaced."""
+    head, found, rest = page.partition(START)
+    if not found or END not in rest:
+        raise ValueError(f"docs/reliability.md lacks the markers {START!r} and {END!r}")
+    return f"{head}{START}\n{figures_section}{END}{rest.partition(END)[2]}"
