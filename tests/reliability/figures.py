@@ -29,6 +29,7 @@ class Figures:
     processes_watched: int = 0
     usage_sent: int = 0
     usage_delivered: int = 0
+    usage_dropped: int = 0  # past the bucket's bound, and said so in a warning
     rss: dict[str, tuple[int, int]] = field(default_factory=dict)  # what → (before, after) in KiB
     notes: dict[str, str] = field(default_factory=dict)  # measured bounds and durations, by name
     tests: Counter[str] = field(default_factory=Counter)  # outcome → count
@@ -37,9 +38,10 @@ class Figures:
     def hostile_input(self, family: str, count: int = 1) -> None:
         self.hostile[family] += count
 
-    def usage(self, sent: int, delivered: int) -> None:
+    def usage(self, sent: int, delivered: int, dropped: int = 0) -> None:
         self.usage_sent += sent
         self.usage_delivered += delivered
+        self.usage_dropped += dropped
 
     def watch(self, processes: int, lost: int) -> None:
         self.processes_watched += processes
@@ -59,7 +61,10 @@ class Figures:
         rows += [(f"  {family}", f"{n:,}") for family, n in sorted(self.hostile.items())]
         rows += [
             ("processes lost", f"{self.processes_lost} of {self.processes_watched} watched"),
-            ("usage counts sent / delivered", f"{self.usage_sent:,} / {self.usage_delivered:,}"),
+            (
+                "usage counts sent / delivered / said dropped (past the bound)",
+                f"{self.usage_sent:,} / {self.usage_delivered:,} / {self.usage_dropped:,}",
+            ),
         ]
         for what, (before, after) in sorted(self.rss.items()):
             growth = (after - before) / before * 100 if before else 0.0
