@@ -12,6 +12,7 @@ import pytest
 from flagproxy.proxy.app import BODY_LIMIT, HEADER_LIMIT
 from flagproxy.server.settings import DEFAULT_MAX_REQUEST_SIZE
 from tests.http.loopback import KEY
+from tests.http.test_workers import proxy_env
 from tests.reliability.figures import FIGURES
 from tests.server.harness import ADMIN_TOKEN, ServerProcess, base_env
 
@@ -69,8 +70,7 @@ def check_every_route(
 
 
 def test_every_proxy_route_refuses_bodies_and_headers_past_its_limits(launch, upstream):
-    env = {"SERVICE_URL": upstream.url, "SERVICE_API_TOKEN": "t", "SERVICE_PROXY_CLIENT_KEYS": KEY}
-    process = launch({**env, "ENABLE_OAS": "true", "ENABLE_ALL_ENDPOINT": "true"})
+    process = launch(proxy_env(upstream, ENABLE_OAS="true", ENABLE_ALL_ENDPOINT="true"))
     process.wait_ready()
     check_every_route(
         process.port, KEY, BODY_LIMIT, HEADER_LIMIT, 431, "proxy: bodies and headers past the limits"

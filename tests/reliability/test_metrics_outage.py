@@ -17,6 +17,7 @@ import pytest
 
 from flagproxy.sync.usage import MAX_TOGGLES
 from tests.http.loopback import KEY, StubUpstream
+from tests.http.test_workers import proxy_env
 from tests.reliability.figures import FIGURES, rss_kib
 from tests.reliability.scale import METRICS_OUTAGE_SECONDS
 
@@ -46,14 +47,9 @@ def totals(upstream: StubUpstream) -> tuple[int, int, int]:
 
 
 def test_counts_through_a_long_metrics_outage_arrive_once_or_are_said_dropped(launch, upstream):
-    env = {
-        "SERVICE_URL": upstream.url,
-        "SERVICE_API_TOKEN": "stub-server-token",
-        "SERVICE_PROXY_CLIENT_KEYS": KEY,
-        "SERVICE_METRICS_INTERVAL": "500",
-        "LOG_LEVEL": "warn",
-    }
-    process = launch(env, ["--workers", "2"])
+    process = launch(
+        proxy_env(upstream, SERVICE_METRICS_INTERVAL="500", LOG_LEVEL="warn"), ["--workers", "2"]
+    )
     process.wait_ready()
     upstream.post_status = 503
     rss_before = rss_kib(process.popen.pid)

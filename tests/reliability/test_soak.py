@@ -17,8 +17,9 @@ import time
 
 import pytest
 
-from tests.http.loopback import KEY, StubUpstream
+from tests.http.loopback import StubUpstream
 from tests.http.processes import listening_workers, wait_until_listening
+from tests.http.test_workers import proxy_env
 from tests.reliability.figures import FIGURES, rss_kib
 from tests.reliability.scale import PAYLOAD_CHANGE_SECONDS, SOAK_SECONDS, SOAK_WARMUP_SECONDS
 from tests.reliability.soak import CONSTANT, ChangingPayload, Load
@@ -39,15 +40,9 @@ def delivered(upstream: StubUpstream) -> int:
 def test_a_changing_payload_under_load_then_sigterm_to_the_main_process(launch, upstream):
     payload = ChangingPayload()
     upstream.payload = payload.next()
-    env = {
-        "SERVICE_URL": upstream.url,
-        "SERVICE_API_TOKEN": "stub-server-token",
-        "SERVICE_PROXY_CLIENT_KEYS": KEY,
-        "SERVICE_FETCH_INTERVAL": "500",
-        "SERVICE_METRICS_INTERVAL": "2000",
-        "LOG_LEVEL": "info",
-    }
-    process = launch(env, ["--workers", "2"])
+    process = launch(
+        proxy_env(upstream, SERVICE_METRICS_INTERVAL="2000", LOG_LEVEL="info"), ["--workers", "2"]
+    )
     process.wait_ready()
     pid = process.popen.pid
     wait_until_listening(process, 2)
