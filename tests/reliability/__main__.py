@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -24,6 +25,19 @@ MAIN_TESTS = [
     "tests/http/test_workers.py::test_usage_counts_arrive_once_across_a_killed_worker_and_the_stop",
     "tests/server/test_process_group_stop.py",
 ]
+
+
+def key_timing(figures: Any) -> None:
+    """The key check's time for a key wrong in its first, middle or last byte, or right (a measurement
+    from benchmarks/key_timing.py, not an assertion: speed is for benchmarks to show)."""
+    from benchmarks.key_timing import measure
+
+    kinds = measure(rounds=200, calls=2000)["KeyRing.accepts"]
+    base = kinds["first byte wrong"]
+    figures.notes["key check time vs a first-byte miss"] = (
+        ", ".join(f"{kind} {ns / base:.3f}" for kind, ns in kinds.items() if kind != "first byte wrong")
+        + f" ({base:.0f} ns a check)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     status = pytest.main(
         ["-q", "-p", "no:cacheprovider", "tests/reliability", *MAIN_TESTS, *pytest_args], plugins=[plugin]
     )
+    key_timing(FIGURES)
     duration = time.monotonic() - started
     print("\n== reliability campaign (" + FIGURES.mode + f", {duration / 60:.1f} min)")
     print(FIGURES.table())
@@ -53,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         ).stdout.strip()
         command = "python -m tests.reliability" + (" --long" if options.long else "")
         page = REPO / "docs" / "reliability.md"
-        page.write_text(report.rewrite(page.read_text(), report.render(FIGURES, duration, command, revision)))
+        figures = report.render(FIGURES, duration, command, revision)
+        page.write_text(report.rewrite(page.read_text(), FIGURES.mode, figures))
         print("docs/reliability.md rewritten")
     return int(status)
 

@@ -7,8 +7,13 @@ import datetime
 
 from tests.reliability.figures import Figures
 
-START = "<!-- figures: written by python -m tests.reliability -->"
-END = "<!-- end of figures -->"
+
+def markers(mode: str) -> tuple[str, str]:
+    """The comments around the figures of one form ("short" or "long") in docs/reliability.md."""
+    return (
+        f"<!-- {mode} form figures: written by python -m tests.reliability -->",
+        f"<!-- end of {mode} form -->",
+    )
 
 
 def render(figures: Figures, duration: float, command: str, revision: str) -> str:
@@ -18,7 +23,10 @@ def render(figures: Figures, duration: float, command: str, revision: str) -> st
         if not figures.failures
         else "FAILED: " + ", ".join(f"`{nodeid}`" for nodeid in figures.failures)
     )
-    rows = "\n".join(f"| {name.strip()} | {value} |" for name, value in figures.rows())
+    rows = "\n".join(
+        f"| {'· ' + name.strip() if name.startswith(' ') else name} | {value} |"
+        for name, value in figures.rows()
+    )
     unexpected = "".join(f"\n- {line}" for line in figures.unexpected_5xx[:20])
     return (
         f"`{command}` at {revision}, {day}, {duration / 60:.1f} minutes ({figures.mode} form): {outcome}.\n\n"
@@ -27,9 +35,10 @@ def render(figures: Figures, duration: float, command: str, revision: str) -> st
     )
 
 
-def rewrite(page: str, figures_section: str) -> str:
-    """`page` with the text between its START and END markers replaced."""
-    head, found, rest = page.partition(START)
-    if not found or END not in rest:
-        raise ValueError(f"docs/reliability.md lacks the markers {START!r} and {END!r}")
-    return f"{head}{START}\n{figures_section}{END}{rest.partition(END)[2]}"
+def rewrite(page: str, mode: str, figures_section: str) -> str:
+    """`page` with the text between the markers of `mode` replaced."""
+    start, end = markers(mode)
+    head, found, rest = page.partition(start)
+    if not found or end not in rest:
+        raise ValueError(f"docs/reliability.md lacks the markers {start!r} and {end!r}")
+    return f"{head}{start}\n{figures_section}{end}{rest.partition(end)[2]}"
