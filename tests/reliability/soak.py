@@ -8,6 +8,7 @@ import http.client
 import json
 import random
 import threading
+import time
 from typing import Any
 
 from flagproxy.snapshot import compile_snapshot
@@ -16,6 +17,9 @@ from tests.http.loopback import KEY
 FLAGS = 150
 USERS = 40
 CONSTANT = "soak-constant"  # always on: its usage counts are what the stop must flush
+# Requests a second per caller: steady load that leaves the 2 shared cores room (the soak is about time and
+# change, not throughput, which benchmarks/load measures).
+RATE = 150
 
 
 class ChangingPayload:
@@ -113,7 +117,10 @@ class Load(threading.Thread):
     def run(self) -> None:
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
         turn = 0
+        next_at = time.monotonic()
         while not self.stop.is_set():
+            next_at += 1 / RATE
+            time.sleep(max(0.0, next_at - time.monotonic()))
             turn += 1
             user = f"u{(turn * 7 + self.number) % USERS}"
             named = turn % 3 == 0
