@@ -54,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     from tests.reliability import plugin, report
     from tests.reliability.figures import FIGURES
 
+    # The commit the run starts from (with "+" when the tree differs from it).
+    revision = subprocess.run(
+        ["git", "describe", "--always", "--dirty=+"], capture_output=True, text=True, cwd=REPO
+    ).stdout.strip()
     started = time.monotonic()
     status = pytest.main(
         ["-q", "-p", "no:cacheprovider", "tests/reliability", *MAIN_TESTS, *pytest_args], plugins=[plugin]
@@ -63,9 +67,6 @@ def main(argv: list[str] | None = None) -> int:
     print("\n== reliability campaign (" + FIGURES.mode + f", {duration / 60:.1f} min)")
     print(FIGURES.table())
     if not options.no_doc:
-        revision = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO
-        ).stdout.strip()
         command = "python -m tests.reliability" + (" --long" if options.long else "")
         page = REPO / "docs" / "reliability.md"
         figures = report.render(FIGURES, duration, command, revision)
