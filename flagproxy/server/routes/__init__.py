@@ -9,6 +9,7 @@ def blueprints() -> list[Blueprint]:
     from flagproxy.server.routes import (
         access,
         client,
+        edge,
         environments,
         events,
         features,
@@ -45,5 +46,7 @@ def blueprints() -> list[Blueprint]:
         segments.bp,
         usage.bp,
         client.bp,
+        edge.bulk,
+        edge.bp,
         health.bp,
     ]
