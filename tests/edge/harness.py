@@ -88,6 +88,7 @@ class CountingUpstream:
         self.validate_calls = 0
         self.validate_delay = 0.0
         self.validate_status = 200
+        self.post_status = 202
         self.requests: list[dict[str, Any]] = []
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -131,14 +132,15 @@ class CountingUpstream:
 
     async def _post(self, request: web.Request) -> web.Response:
         raw = await request.read()
-        self.requests.append(
-            {
-                "path": request.path,
-                "token": request.headers.get("Authorization", ""),
-                "body": orjson.loads(raw),
-            }
-        )
-        return web.Response(status=202)
+        entry = {
+            "path": request.path,
+            "token": request.headers.get("Authorization", ""),
+            "body": orjson.loads(raw),
+            "size": len(raw),
+            "status": self.post_status,
+        }
+        self.requests.append(entry)
+        return web.Response(status=self.post_status)
 
     async def _start(self) -> None:
         app = web.Application()
