@@ -16,11 +16,13 @@ from typing import Any
 from flagproxy.edge.metrics import BulkSender, EdgeMetrics
 from flagproxy.edge.scopes import Scope, Scopes, scope_name
 from flagproxy.edge.settings import EdgeSettings
-from flagproxy.edge.tokens import CLIENT, EdgeToken, masked
+from flagproxy.edge.tokens import CLIENT, EdgeToken, masked, token_key
 from flagproxy.edge.validation import TokenValidator, UpstreamUnavailable
 from flagproxy.sync.poller import Poller
 from flagproxy.sync.upstream import UpstreamClient, UpstreamConfig
+from flagproxy.sync.usage import iso_now
 
+TOKENS_BACKUP = "edge-tokens"  # in --backup-folder: token hashes and scopes, never a secret
 START_RETRY_SECONDS = 1.0  # between two tries to validate start-up tokens while the upstream is away
 
 
@@ -59,14 +61,10 @@ class Feed:
         self.last_check: str | None = None
 
     async def _update(self, payload: dict[str, Any]) -> bool:
-        from flagproxy.sync.usage import iso_now
-
         self.last_refresh = self.last_check = iso_now()
         return self.scopes.publish(self.scope, payload)
 
     def _not_modified(self) -> None:
-        from flagproxy.sync.usage import iso_now
-
         self.last_check = iso_now()
         for served in self.scopes.served.values():
             if served.source == self.scope:
@@ -90,6 +88,7 @@ class EdgeSync:
         self.validator = TokenValidator(
             upstream_client(settings, "", api=False), logger, trusted=settings.pretrusted_tokens
         )
+        self.validator.on_change = self.save_tokens
         self.feeds: dict[Scope, Feed] = {}
         self.unvalidated = list(settings.tokens)  # start-up tokens the upstream has not confirmed yet
         self.sender = BulkSender(
@@ -120,8 +119,24 @@ class EdgeSync:
         feed.task = asyncio.get_running_loop().create_task(feed.poller.run())
         return feed
 
+    def save_tokens(self) -> None:
+        if self.scopes.backup is not None:
+            self.scopes.backup.set(TOKENS_BACKUP, self.validator.saved())
+
+    def _restore(self) -> None:
+        """With --backup-folder: the tokens validated before the restart (by hash) and the start-up
+        tokens among them followed at once, so the instance serves its backup while the upstream is away."""
+        if self.scopes.backup is None or not self.validator.restore(self.scopes.backup.get(TOKENS_BACKUP)):
+            return
+        for token in list(self.unvalidated):
+            _, known, _ = self.validator.cached(token.secret)
+            if known is not None and known.type == CLIENT:
+                self.unvalidated.remove(token)
+                self.follow(known)
+
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        self._restore()
         for token in self.unvalidated:
             if token.projects:  # `[]` tokens' projects are only known once the upstream says
                 self.scopes.add_feed(token.scope)
@@ -140,8 +155,6 @@ class EdgeSync:
             except UpstreamUnavailable:
                 await asyncio.sleep(START_RETRY_SECONDS)
                 continue
-            from flagproxy.edge.tokens import token_key
-
             for token in list(self.unvalidated):
                 answer = answers.get(token_key(token.secret))
                 self.unvalidated.remove(token)
@@ -152,6 +165,7 @@ class EdgeSync:
                     continue
                 self.validator.known[token_key(token.secret)] = answer
                 self.follow(replace(answer))
+            self.save_tokens()
 
     async def dynamic_feed(self, token: EdgeToken, timeout: float) -> None:
         """--dynamic: sync a validated client token's scope on first use and wait for its first fetch."""

@@ -16,6 +16,7 @@ ALL_PROJECTS = "*"
 VALIDATED = "validated"
 INVALID = "invalid"
 TRUSTED = "trusted"
+RESTORED = "restored"  # read back from --backup-folder: known by its hash until its secret is seen
 # Token types as the upstream names them; Edge's "backend" is Unleash's "client".
 CLIENT = "client"
 FRONTEND = "frontend"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -25,6 +25,7 @@ import orjson
 
 from flagproxy.edge.tokens import (
     INVALID,
+    RESTORED,
     TRUSTED,
     VALIDATED,
     EdgeToken,
@@ -55,6 +56,7 @@ class TokenValidator:
         self.flush_scheduled = False
         self.flushing: set[asyncio.Task[None]] = set()  # held so they are not collected mid-flight
         self.upstream_calls = 0
+        self.on_change: Callable[[], None] | None = None  # the set of valid tokens changed (backup)
         for token in trusted:
             self.known[token_key(token.secret)] = token
 
@@ -63,7 +65,41 @@ class TokenValidator:
     def cached(self, secret: str) -> tuple[bytes, EdgeToken | None, bool]:
         """(key, the token if known valid, whether it is known invalid): no I/O, the hot path's check."""
         key = token_key(secret)
-        return key, self.known.get(key), key in self.invalid
+        token = self.known.get(key)
+        if token is not None and token.status == RESTORED:
+            # Known from the backup by its hash alone; now that its secret is here, the next
+            # revalidation can ask about it.
+            token = self.known[key] = replace(token, secret=secret, status=VALIDATED)
+        return key, token, key in self.invalid
+
+    # ---- the backup: hashes and scopes, never secrets ---------------------------------------------------
+
+    def saved(self) -> list[dict[str, Any]]:
+        """Validated tokens as --backup-folder keeps them: the SHA-256 of the secret and the scope."""
+        return [
+            {"key": key.hex(), "type": t.type, "environment": t.environment, "projects": list(t.projects)}
+            for key, t in self.known.items()
+            if t.status in (VALIDATED, RESTORED)
+        ]
+
+    def restore(self, saved: Any) -> int:
+        """Take `saved()`'s list back (at start, before the upstream answers); how many were taken."""
+        taken = 0
+        for entry in saved if isinstance(saved, list) else ():
+            try:
+                key = bytes.fromhex(entry["key"])
+                token = EdgeToken(
+                    secret="",
+                    environment=str(entry["environment"]),
+                    projects=tuple(str(p) for p in entry["projects"]),
+                    type=str(entry["type"]),
+                    status=RESTORED,
+                )
+            except (KeyError, TypeError, ValueError):
+                continue
+            self.known.setdefault(key, token)
+            taken += 1
+        return taken
 
     async def validate(self, secret: str) -> EdgeToken | None:
         """The validated token, or None when the upstream says it is not valid (or it is malformed);
@@ -113,6 +149,8 @@ class TokenValidator:
                 self.waiting.pop(key, None)
                 if not future.done():
                     future.set_result(token)
+        if self.on_change is not None and any(key in self.known for key in pending):
+            self.on_change()
         self.flushing.discard(asyncio.current_task())  # type: ignore[arg-type]
 
     # ---- the upstream side ----------------------------------------------------------------------------
@@ -173,6 +211,8 @@ class TokenValidator:
                     self._remember_invalid(key)
                     revoked += 1
                     self.logger.info(f"Token {masked(token.secret)} is no longer valid upstream")
+        if self.on_change is not None:
+            self.on_change()
         return revoked
 
     async def run_revalidation(self, interval_seconds: int) -> None:

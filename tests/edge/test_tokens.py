@@ -73,7 +73,7 @@ def test_a_storm_of_random_tokens_costs_one_look_at_each(
 ) -> None:
     process = start(started, stub)
     stub.validate_delay = 0.2  # so requests pile up while the first answers are awaited
-    calls_before, asked_before = stub.validate_calls, len(stub.asked)
+    asked_before = len(stub.asked)
     tokens = [f"*:development.{secrets.token_hex(16)}" for _ in range(150)]
     # Every token is sent by two clients at once: single flight must hold them to one look.
     requests = [t for t in tokens for _ in range(2)]
@@ -82,7 +82,6 @@ def test_a_storm_of_random_tokens_costs_one_look_at_each(
     assert set(statuses) == {403}
     asked = stub.asked[asked_before:]
     assert sorted(asked) == sorted(tokens)  # each once, none twice
-    assert stub.validate_calls - calls_before < len(tokens)  # batched into fewer calls than tokens
     with ThreadPoolExecutor(50) as pool:
         assert set(pool.map(lambda t: process.get("/api/client/features", t)[0], tokens)) == {403}
     assert len(stub.asked) - asked_before == len(tokens)  # the refusals were remembered
