@@ -60,6 +60,7 @@ class EdgeApp:
             self.sync = EdgeSync(s, self.scopes, self.metrics, self.logger)
             self.validator = self.sync.validator
         self.gate = Gate(self)
+        self.answer = self._make_answer()
         self.connect_via = {"appName": s.app_name, "instanceId": s.instance_id}  # added to registrations
         self.tasks: list[asyncio.Task[Any]] = []
 
@@ -163,11 +164,31 @@ class EdgeApp:
     def not_ready(self, request: Request) -> HTTPResponse:
         return self.json(request, NOT_READY, 503)
 
+    def _make_answer(self) -> Callable[[Request, bytes, str, bool], HTTPResponse]:
+        """The hot routes' answer: 200 with the body and its ETag, or (`conditional`, a GET) 304 when
+        If-None-Match has it. Headers are encoded once per app when CORS does not depend on the Origin
+        (the proxy's PreparedResponse): building Sanic's header map per request cost a fifth of a worker."""
+        cors = self.cors
+
+        def encoded(headers: dict[str, str]) -> tuple[r.EncodedHeaders, r.EncodedHeaders]:
+            return r.encode_headers({**headers, "Content-Type": r.JSON}), r.encode_headers(headers)
+
+        fixed = encoded(cors.actual(None)) if cors.origin_list is None else None
+
+        def answer(request: Request, body: bytes, etag: str, conditional: bool) -> HTTPResponse:
+            ok, not_modified = fixed or encoded(cors.actual(request.headers.get("origin")))
+            etag_header = (b"ETag", etag.encode("ascii"))
+            if conditional:
+                if_none_match = request.headers.get("if-none-match")
+                if if_none_match and none_match(if_none_match, etag):
+                    return r.PreparedResponse(b"", (*not_modified, etag_header), 304)
+            return r.PreparedResponse(body, (*ok, etag_header))
+
+        return answer
+
     def conditional(self, request: Request, body: bytes, etag: str) -> HTTPResponse:
         """200 with the body and its ETag, or 304 when If-None-Match has it."""
-        if none_match(request.headers.get("if-none-match"), etag):
-            return r.DatedResponse(status=304, headers=self.headers(request, {"ETag": etag}))
-        return self.json(request, body, etag=etag)
+        return self.answer(request, body, etag, True)
 
     async def served(self, request: Request, family: str) -> ServedScope | HTTPResponse:
         """The scope the request's token reads, or the answer refusing it."""

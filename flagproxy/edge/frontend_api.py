@@ -37,12 +37,17 @@ def _post_context(raw: bytes) -> dict[str, Any]:
 
 def _evaluator(edge: EdgeApp, include_disabled: bool, post: bool) -> Handler:
     cache = edge.cache
+    answer = edge.answer
     route = ("all" if include_disabled else "enabled") + ("-post" if post else "-get")
 
+    fast = edge.gate.fast
+
     async def evaluate(request: Request) -> HTTPResponse:
-        served = await edge.hydrated(request, FRONTEND)
-        if isinstance(served, HTTPResponse):
-            return served
+        served: Any = fast(request.headers.get("authorization"), FRONTEND)
+        if served is None or served.current is None:  # a token not seen yet, or no flags yet
+            served = await edge.hydrated(request, FRONTEND)
+            if isinstance(served, HTTPResponse):
+                return served
         snapshot = served.current
         try:
             if post:
@@ -68,9 +73,7 @@ def _evaluator(edge: EdgeApp, include_disabled: bool, post: bool) -> Handler:
             body, valid_in = snapshot.evaluate_all_body(context, include_disabled)
             etag = weak_etag(body)
             cache.put(snapshot, key, body, etag, None, valid_in)
-        if post:
-            return edge.json(request, body, etag=etag)
-        return edge.conditional(request, body, etag)
+        return answer(request, body, etag, not post)  # POST answers are never 304
 
     return evaluate
 
