@@ -159,8 +159,12 @@ async def register(request: Request, body: ClientRegisterBody) -> HTTPResponse:
 @openapi.tag("Client API")
 @json_body(ClientMetricsBody)
 async def metrics(request: Request, body: ClientMetricsBody) -> HTTPResponse:
-    token: ApiToken = request.ctx.token
-    environment = token.environment
+    return record_bucket(request, body)
+
+
+def record_bucket(request: Request, body: ClientMetricsBody) -> HTTPResponse:
+    """An SDK's bucket, counted in the token's environment (client and frontend APIs alike): 202."""
+    environment = request.ctx.token.environment
     counts = [(n, c.yes, c.no, dict(c.variants)) for n, c in sorted(body.bucket.toggles.items())]
     with transaction(request) as tx:
         usage_rows.touch_application(tx, body.appName, body.instanceId or "default", environment, now_iso())
