@@ -29,13 +29,11 @@ from flagproxy.proxy.cors import CorsPolicy
 from flagproxy.proxy.errors import ClientError
 from flagproxy.proxy.etag import none_match
 from flagproxy.proxy.logger import make_logger
-from flagproxy.proxy.response_cache import ResponseCache
 from flagproxy.proxy.trust import client_address
 from flagproxy.serving import guard_worker_signals
 
 BODY_LIMIT = 256 * 1024  # a downstream edge's metrics batch is under 95 kB; SDK bodies far smaller
 HEADER_LIMIT = 16384
-RESPONSE_CACHE_BYTES = 32 * 1024 * 1024
 NOT_READY = b'{"error":"Edge has no features for this token yet: its upstream has not answered"}'
 _numbers = itertools.count(1)
 Handler = Callable[..., Awaitable[HTTPResponse]]
@@ -49,7 +47,6 @@ class EdgeApp:
         self.scopes = Scopes(self.logger, None if self.offline else s.backup_folder)
         self.metrics = EdgeMetrics()
         self.cors = CorsPolicy(s)  # type: ignore[arg-type]  # EdgeSettings has the cors_* attributes
-        self.cache = ResponseCache(RESPONSE_CACHE_BYTES)
         self.sync: Any = None
         self.offline_source = offline_source
         if self.offline:

@@ -36,7 +36,6 @@ def _post_context(raw: bytes) -> dict[str, Any]:
 
 
 def _evaluator(edge: EdgeApp, include_disabled: bool, post: bool) -> Handler:
-    cache = edge.cache
     answer = edge.answer
     route = ("all" if include_disabled else "enabled") + ("-post" if post else "-get")
 
@@ -58,8 +57,9 @@ def _evaluator(edge: EdgeApp, include_disabled: bool, post: bool) -> Handler:
         except ClientError as error:
             return edge.client_error(request, error)
         address = edge.remote_address(request) if snapshot.reads_remote_address else None
-        key = (route, raw, served.scope, address)
-        hit = cache.get(snapshot, key)
+        cache = served.cache
+        key = (route, raw, address)
+        hit = cache.get(snapshot, key) if cache is not None else None
         if hit is not None:
             body, etag = hit.body, hit.etag
         else:
@@ -72,7 +72,8 @@ def _evaluator(edge: EdgeApp, include_disabled: bool, post: bool) -> Handler:
             context.setdefault("environment", served.scope[0])
             body, valid_in = snapshot.evaluate_all_body(context, include_disabled)
             etag = weak_etag(body)
-            cache.put(snapshot, key, body, etag, None, valid_in)
+            if cache is not None:
+                cache.put(snapshot, key, body, etag, None, valid_in)
         return answer(request, body, etag, not post)  # POST answers are never 304
 
     return evaluate

@@ -21,11 +21,17 @@ import orjson
 
 from flagproxy.edge.tokens import ALL_PROJECTS, EdgeToken
 from flagproxy.proxy.etag import weak_etag
+from flagproxy.proxy.response_cache import ResponseCache
 from flagproxy.proxy.store import ServedSnapshot, SnapshotStore
 from flagproxy.sync.backup import FileStorageProvider
 
 Scope = tuple[str, tuple[str, ...]]  # (environment, sorted projects or ("*",))
 PREFIX_CACHE = 64  # namePrefix answers kept per served scope
+# Each served scope keeps its own response cache (one shared cache would be emptied whenever requests of
+# two scopes alternate: it holds one snapshot's answers). 8 MiB each for the first 16 scopes bounds them
+# to 128 MiB; scopes made after those evaluate every request.
+SCOPE_CACHE_BYTES = 8 * 1024 * 1024
+CACHED_SCOPES = 16
 
 
 def scope_name(scope: Scope) -> str:
@@ -50,10 +56,11 @@ def only_projects(payload: Mapping[str, Any], projects: tuple[str, ...]) -> dict
 class ServedScope:
     """A snapshot store for one scope, plus the per-revision answers of the client API's filters."""
 
-    def __init__(self, scope: Scope, source: Scope, logger: Any) -> None:
+    def __init__(self, scope: Scope, source: Scope, logger: Any, cache_bytes: int = 0) -> None:
         self.scope = scope
         self.source = source  # the feed it is cut from
         self.store = SnapshotStore(logger=logger)
+        self.cache = ResponseCache(cache_bytes) if cache_bytes else None
         self.features: list[dict[str, Any]] = []
         self.prefixed: OrderedDict[tuple[int, str], tuple[bytes, str]] = OrderedDict()
 
@@ -148,7 +155,8 @@ class Scopes:
         feed = self.feed_for(scope)
         if feed is None:
             return None
-        served = ServedScope(scope, feed, self.logger)
+        cache_bytes = SCOPE_CACHE_BYTES if len(self.served) < CACHED_SCOPES else 0
+        served = ServedScope(scope, feed, self.logger, cache_bytes)
         document = self.documents.get(feed)
         if document is not None:
             served.install(document)

@@ -156,3 +156,20 @@ def test_pretrusted_tokens_are_never_asked_about(stub: CountingUpstream, started
         assert token not in stub.asked
     assert process.get("/api/client/features", legacy)[0] == 403  # a frontend key, not a client token
     assert process.get("/api/frontend", "node-proxy-key@production")[0] == 403
+
+
+def test_no_secret_reaches_the_log(stub: CountingUpstream, started: list[EdgeProcess]) -> None:
+    process = start(started, stub, "--log-level", "debug", "--token-revalidation-interval-seconds", "1")
+    process.get("/api/frontend", DEV_FRONTEND)
+    process.get("/api/frontend", "*:development.made-up-secret")
+    process.get("/api/client/features", PROD_CLIENT)  # not covered: refused
+    del stub.tokens[DEV_FRONTEND]  # revoked: the revalidation says so in the log
+    deadline = time.monotonic() + 15
+    while process.get("/api/frontend", DEV_FRONTEND)[0] == 200:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    started.remove(process)
+    said = "".join(process.stop())
+    assert "no longer valid" in said and "*:development.****" in said
+    for secret in ("sync-secret", "frontend-secret", "made-up-secret", "prod-sync-secret"):
+        assert secret not in said
