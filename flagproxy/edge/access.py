@@ -81,9 +81,11 @@ class Gate:
             return FORBIDDEN
         served = self.edge.scopes.serve(token)
         if served is None:
+            if self.edge.offline:
+                return FORBIDDEN  # the file has nothing for its environment; no token could add it
             if wanted == FRONTEND:
                 return not_covered(token)
-            if not self.edge.settings.dynamic or self.edge.offline:
+            if not self.edge.settings.dynamic:
                 return FORBIDDEN
             await self.edge.sync.dynamic_feed(token, float(self.edge.settings.upstream_request_timeout))
             served = self.edge.scopes.serve(token)

@@ -12,10 +12,10 @@ import ipaddress
 import os
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from flagproxy.edge.tokens import EdgeToken, TokenFormatError, parse_pretrusted, parse_token
+from flagproxy.edge.tokens import EdgeToken, TokenFormatError, parse_offline, parse_pretrusted, parse_token
 from flagproxy.proxy.settings import ConfigError, TrustProxy, _is_http_url, _split_list
 from flagproxy.proxy.settings import Option as ProxyOption
 from flagproxy.proxy.settings import _Loader as _ProxyLoader
@@ -30,7 +30,7 @@ class Option:
     key: str
     env: str
     default: Any
-    kind: str  # str, url, int, bool, tokens, pretrusted, cidrs, level, path, base_path, origin
+    kind: str  # str url int bool tokens offline_tokens pretrusted cidrs level path base_path origin
     help: str
     modes: tuple[str, ...] = BOTH
     short: str | None = None
@@ -104,9 +104,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("bootstrap_file", "BOOTSTRAP_FILE", None, "path",
            "offline: a client features document, or an object of environment -> such a document",
            (OFFLINE,)),
-    Option("client_tokens", "CLIENT_TOKENS", (), "tokens",
+    Option("client_tokens", "CLIENT_TOKENS", (), "offline_tokens",
            "offline: client tokens accepted on /api/client/*", (OFFLINE,), "-c"),
-    Option("frontend_tokens", "FRONTEND_TOKENS", (), "tokens",
+    Option("frontend_tokens", "FRONTEND_TOKENS", (), "offline_tokens",
            "offline: frontend tokens accepted on /api/frontend and /api/proxy", (OFFLINE,)),
     Option("reload_interval", "RELOAD_INTERVAL", 0, "int",
            "offline: seconds between two reads of the bootstrap file (0: read once)", (OFFLINE,), "-r"),
@@ -169,6 +169,8 @@ def _load(options: dict[str, Any], env: Mapping[str, str], mode: str) -> EdgeSet
     for option in OPTIONS:
         if mode not in option.modes:
             continue
+        if mode == OFFLINE and option.kind == "tokens":
+            option = replace(option, kind="offline_tokens")  # offline, any string is a token (as in Edge)
         raw = options.get(option.key)
         label = option.flag
         if raw is None:
@@ -223,8 +225,8 @@ def _convert(option: Option, label: str, raw: str) -> Any:
         if raw.rstrip("/").endswith("/api"):
             raise ConfigError(f"{label}: {raw!r} ends in /api; give the base URL without it")
         return raw.strip()
-    if kind in ("tokens", "pretrusted"):
-        parse = parse_token if kind == "tokens" else parse_pretrusted
+    if kind in ("tokens", "pretrusted", "offline_tokens"):
+        parse = {"tokens": parse_token, "pretrusted": parse_pretrusted, "offline_tokens": parse_offline}[kind]
         tokens = []
         for index, part in enumerate(_split_list(raw), start=1):
             try:

@@ -107,3 +107,17 @@ def parse_pretrusted(text: str) -> EdgeToken:
         token = EdgeToken(secret=text.strip(), environment=environment, projects=(ALL_PROJECTS,))
     projects = token.projects or (ALL_PROJECTS,)
     return replace(token, projects=projects, type=FRONTEND, status=TRUSTED)
+
+
+def parse_offline(text: str) -> EdgeToken:
+    """An offline-mode token: an Unleash token, `<secret>@<environment>`, or any other string (Edge takes
+    any), which reads the `default` environment of a map of environments, or the single document."""
+    try:
+        return parse_token(text)
+    except TokenFormatError:
+        secret, at, environment = text.strip().rpartition("@")
+        if at and secret and environment:
+            return EdgeToken(secret=text.strip(), environment=environment, projects=(ALL_PROJECTS,))
+        if not text.strip():
+            raise TokenFormatError("empty") from None
+        return EdgeToken(secret=text.strip(), environment="default", projects=(ALL_PROJECTS,))

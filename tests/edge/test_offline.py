@@ -43,8 +43,8 @@ def offline(tmp_path: Path) -> Iterator[tuple[EdgeProcess, Path]]:
     path = tmp_path / "features.json"
     write(path, features_doc(("first", "default", True)))
     process = EdgeProcess(
-        ["offline", "--bootstrap-file", str(path), "--tokens", DEV, "--frontend-tokens", FRONTEND_ONLY,
-         "--client-tokens", CLIENT_ONLY, "--reload-interval", "1"]
+        ["offline", "--bootstrap-file", str(path), "--tokens", DEV, "--frontend-tokens",
+         f"{FRONTEND_ONLY},plain-offline-key", "--client-tokens", CLIENT_ONLY, "--reload-interval", "1"]
     )  # fmt: skip
     process.wait_ready()
     yield process, path
@@ -53,6 +53,7 @@ def offline(tmp_path: Path) -> Iterator[tuple[EdgeProcess, Path]]:
 
 def test_serves_the_file_to_its_tokens(offline: tuple[EdgeProcess, Path]) -> None:
     process, _ = offline
+    assert names(process, "plain-offline-key") == {"first"}  # any string is a token offline, as in Edge
     assert names(process, DEV) == {"first"}
     assert names(process, FRONTEND_ONLY) == {"first"}
     status, _, body = process.get("/api/client/features", CLIENT_ONLY)
@@ -99,11 +100,14 @@ def test_a_map_of_environments(tmp_path: Path) -> None:
             "production": features_doc(("prod-flag", "default", True)),
         },
     )
-    process = EdgeProcess(["offline", "--bootstrap-file", str(path), "--tokens", f"{DEV},{PROD},*:staging.x"])
+    tokens = f"{DEV},{PROD},*:staging.x,legacy-key@production,any-string"
+    process = EdgeProcess(["offline", "--bootstrap-file", str(path), "--tokens", tokens])
     try:
         process.wait_ready()
         assert names(process, DEV) == {"dev-flag"}
         assert names(process, PROD) == {"prod-flag"}
         assert process.get("/api/client/features", "*:staging.x")[0] == 403  # no document for it
+        assert names(process, "legacy-key@production") == {"prod-flag"}
+        assert process.get("/api/frontend", "any-string")[0] == 403  # no `default` document in the map
     finally:
         process.stop()
