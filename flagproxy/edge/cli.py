@@ -20,6 +20,7 @@ from flagproxy.edge.settings import EDGE, OFFLINE, OPTIONS, EdgeSettings
 from flagproxy.proxy.settings import ConfigError
 
 PROG = "flagproxy edge"
+LIST_KINDS = ("tokens", "offline_tokens", "pretrusted", "cidrs")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -45,6 +46,8 @@ def build_parser(mode: str) -> argparse.ArgumentParser:
             kwargs.update(nargs="?", const="true", metavar="BOOL")
         else:
             kwargs["metavar"] = option.env
+        if option.kind in LIST_KINDS:
+            kwargs["action"] = "append"  # `-t a -t b` is `-t a,b`, as in Edge
         parser.add_argument(*names, **kwargs)
     if mode == EDGE:
         parser.epilog = "Subcommands: `flagproxy edge offline --help`, `flagproxy edge health|ready --help`."
@@ -58,7 +61,7 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] in (EDGE, OFFLINE):
         mode, argv = argv[0], argv[1:]
     args = build_parser(mode).parse_args(argv)
-    options = {k: v for k, v in vars(args).items() if v is not None}
+    options = {k: ",".join(v) if isinstance(v, list) else v for k, v in vars(args).items() if v is not None}
     try:
         settings = EdgeSettings.load(options, os.environ, mode)
     except ConfigError as error:

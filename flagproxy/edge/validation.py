@@ -129,12 +129,17 @@ class TokenValidator:
         self.flushing.add(asyncio.get_running_loop().create_task(self._flush(pending)))
 
     async def _flush(self, pending: dict[bytes, tuple[str, asyncio.Future[EdgeToken | None]]]) -> None:
-        batch = list(pending.items())
+        try:
+            await self._answer(list(pending.items()))
+        finally:
+            self.flushing.discard(asyncio.current_task())  # type: ignore[arg-type]
+
+    async def _answer(self, batch: list[tuple[bytes, tuple[str, asyncio.Future[EdgeToken | None]]]]) -> None:
         for start in range(0, len(batch), BATCH):
             chunk = batch[start : start + BATCH]
             try:
                 answers = await self.ask([secret for _, (secret, _) in chunk])
-            except UpstreamUnavailable as exc:
+            except Exception as exc:  # UpstreamUnavailable, or a bug: nobody may wait for ever
                 for key, (_, future) in chunk:
                     self.waiting.pop(key, None)
                     if not future.done():
@@ -149,9 +154,8 @@ class TokenValidator:
                 self.waiting.pop(key, None)
                 if not future.done():
                     future.set_result(token)
-        if self.on_change is not None and any(key in self.known for key in pending):
+        if self.on_change is not None and any(key in self.known for key, _ in batch):
             self.on_change()
-        self.flushing.discard(asyncio.current_task())  # type: ignore[arg-type]
 
     # ---- the upstream side ----------------------------------------------------------------------------
 

@@ -138,3 +138,18 @@ def test_docs_list_every_option_and_route() -> None:
     for path in paths:
         documented = path.replace("<name:str>", ":name").replace("<name>", ":name")
         assert f"{documented}`" in docs, path
+
+
+def test_list_options_may_be_repeated(upstream_server: ServerProcess) -> None:
+    import orjson
+
+    from tests.edge.conftest import PROD_CLIENT
+    from tests.edge.harness import EdgeProcess
+
+    process = EdgeProcess(["-u", upstream_server.url, "-t", DEV_CLIENT, "-t", PROD_CLIENT])
+    try:
+        process.wait_ready()
+        refreshes = orjson.loads(process.get("/internal-backstage/tokens")[2])["tokenRefreshes"]
+        assert sorted(r["environment"] for r in refreshes) == ["development", "production"]
+    finally:
+        process.stop()
