@@ -213,3 +213,42 @@ def test_cors(running: EdgeProcess) -> None:
         headers={"Origin": "https://app.example", "Access-Control-Request-Method": "GET"},
     )
     assert status == 204 and "GET" in headers["access-control-allow-methods"]
+
+
+def test_multi_project_tokens(upstream_server: ServerProcess) -> None:
+    """`[]:environment.secret` tokens: their projects come from the upstream, as a start-up token too."""
+    api = upstream_server.api()
+
+    def token(kind: str, projects: list[str]) -> str:
+        body = {
+            "tokenName": f"multi-{kind}",
+            "type": kind,
+            "environment": "development",
+            "projects": projects,
+        }
+        answer = api.post("/api/admin/api-tokens", body)
+        assert answer.status == 201, answer.body
+        secret = str(answer.json()["secret"])
+        assert secret.startswith("[]:development.")
+        return secret
+
+    client = token("client", ["default", "other"])
+    frontend = token("frontend", ["default", "other"])
+    process = edge(upstream_server.url, [client])
+    try:
+        process.wait_ready()
+        assert names(process.get("/api/client/features", client)[2]) == {
+            "everywhere",
+            "prod-only",
+            "other-flag",
+        }
+        assert names(process.get("/api/frontend/all", frontend)[2]) == {
+            "everywhere",
+            "prod-only",
+            "other-flag",
+        }
+        assert process.get("/api/frontend", DEV_FRONTEND)[0] == 511  # every project: more than `[]` covers
+        status, _, body = process.get("/api/frontend", DEFAULT_DEV_FRONTEND)
+        assert status == 200 and names(body) == {"everywhere"}
+    finally:
+        process.stop()
