@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import replace
 from typing import Any
 
 from flagproxy.edge.metrics import BulkSender, EdgeMetrics
-from flagproxy.edge.scopes import Scope, Scopes, scope_name
+from flagproxy.edge.scopes import Scope, Scopes, covers, scope_name
 from flagproxy.edge.settings import EdgeSettings
 from flagproxy.edge.tokens import CLIENT, EdgeToken, masked, token_key
 from flagproxy.edge.validation import TokenValidator, UpstreamUnavailable
@@ -80,6 +79,11 @@ class Feed:
         }
 
 
+def broadest_first(tokens: list[EdgeToken]) -> list[EdgeToken]:
+    """Every-project tokens first, then by how many projects: a narrower one is then cut from a broader."""
+    return sorted(tokens, key=lambda t: (not t.all_projects, -len(t.projects)))
+
+
 class EdgeSync:
     def __init__(self, settings: EdgeSettings, scopes: Scopes, metrics: EdgeMetrics, logger: Any) -> None:
         self.settings = settings
@@ -108,8 +112,12 @@ class EdgeSync:
         return feeds[0].client if feeds else None
 
     def follow(self, token: EdgeToken) -> Feed:
-        """Poll for `token`'s scope (once per scope), starting from the backup if there is one."""
-        feed = self.feeds.get(token.scope)
+        """Poll for `token`'s scope, starting from the backup if there is one; a scope a feed already
+        covers is cut from that feed instead (one fetch per environment and project set, as Edge skips
+        tokens another subsumes)."""
+        feed = self.feeds.get(token.scope) or next(
+            (f for f in self.feeds.values() if covers(f.scope, token.scope)), None
+        )
         if feed is not None:
             return feed
         feed = self.feeds[token.scope] = Feed(token, self.settings, self.scopes, self.logger)
@@ -128,18 +136,18 @@ class EdgeSync:
         tokens among them followed at once, so the instance serves its backup while the upstream is away."""
         if self.scopes.backup is None or not self.validator.restore(self.scopes.backup.get(TOKENS_BACKUP)):
             return
+        restored = []
         for token in list(self.unvalidated):
             _, known, _ = self.validator.cached(token.secret)
             if known is not None and known.type == CLIENT:
                 self.unvalidated.remove(token)
-                self.follow(known)
+                restored.append(known)
+        for known in broadest_first(restored):
+            self.follow(known)
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._restore()
-        for token in self.unvalidated:
-            if token.projects:  # `[]` tokens' projects are only known once the upstream says
-                self.scopes.add_feed(token.scope)
         self.tasks = [
             loop.create_task(self._validate_start_tokens()),
             loop.create_task(
@@ -155,16 +163,18 @@ class EdgeSync:
             except UpstreamUnavailable:
                 await asyncio.sleep(START_RETRY_SECONDS)
                 continue
-            for token in list(self.unvalidated):
+            valid = []
+            for token in self.unvalidated:
                 answer = answers.get(token_key(token.secret))
-                self.unvalidated.remove(token)
                 if answer is None or answer.type != CLIENT:
                     what = "not valid" if answer is None else f"a {answer.type} token"
                     self.logger.error(f"--tokens: {masked(token.secret)} is {what} upstream; not syncing it")
-                    self.scopes.feeds.discard(token.scope)
                     continue
                 self.validator.known[token_key(token.secret)] = answer
-                self.follow(replace(answer))
+                valid.append(answer)
+            for answer in broadest_first(valid):
+                self.follow(answer)
+            self.unvalidated = []  # after the feeds exist, so `ready` never sees neither
             self.save_tokens()
 
     async def dynamic_feed(self, token: EdgeToken, timeout: float) -> None:

@@ -173,3 +173,15 @@ def test_no_secret_reaches_the_log(stub: CountingUpstream, started: list[EdgePro
     assert "no longer valid" in said and "*:development.****" in said
     for secret in ("sync-secret", "frontend-secret", "made-up-secret", "prod-sync-secret"):
         assert secret not in said
+
+
+def test_one_fetch_per_environment_when_a_token_covers_another(
+    stub: CountingUpstream, started: list[EdgeProcess]
+) -> None:
+    narrow = stub.add("default:development.narrow-sync", "client", "development", ["default"])
+    process = start(started, stub, tokens=(narrow, DEV_CLIENT))  # the narrow one first on the command line
+    refreshes = orjson.loads(process.get("/internal-backstage/tokens")[2])["tokenRefreshes"]
+    assert [(r["environment"], r["projects"]) for r in refreshes] == [("development", ["*"])]
+    assert {r["token"] for r in stub.received("/api/client/features")} == {DEV_CLIENT}
+    status, _, body = process.get("/api/client/features", narrow)  # cut from the broader feed
+    assert status == 200 and [f["name"] for f in orjson.loads(body)["features"]] == ["dev-flag"]
