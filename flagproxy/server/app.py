@@ -15,6 +15,7 @@ from flagproxy.request_class import Request
 from flagproxy.server.auth import authenticate
 from flagproxy.server.client_features import PayloadCache
 from flagproxy.server.errors import install_error_handlers
+from flagproxy.server.frontend_snapshots import FrontendSnapshots
 from flagproxy.server.identity.permissions import ROUTE_NEEDS
 from flagproxy.server.openapi_page import page_file
 from flagproxy.server.routes import blueprints
@@ -31,6 +32,7 @@ class ServerContext:
     settings: ServerSettings
     db: Database = field(init=False)
     payloads: PayloadCache = field(default_factory=PayloadCache)
+    frontend: FrontendSnapshots = field(default_factory=FrontendSnapshots)
 
 
 ServerApp = Sanic[Config, ServerContext]
