@@ -19,7 +19,7 @@ from pathlib import Path
 
 from benchmarks.load import wrk
 from benchmarks.load.probe import Probe, baseline_route, probe
-from benchmarks.load.processes import QUIET_TIMEOUT, Service, rss_mib, wait_until_quiet
+from benchmarks.load.processes import QUIET_TIMEOUT, Service, group_cpu_seconds, rss_mib, wait_until_quiet
 from benchmarks.load.report import FlagRun, Row
 from benchmarks.load.scenarios import Scenario
 from benchmarks.load.targets import (
@@ -140,7 +140,9 @@ def measure(
     settle()  # the machine quiet first: nothing left over from the run before takes CPU from this one
     if options.warmup > 0:
         wrk.run(script, target.service.port, options.warmup, options.wrk)
+    cpu_before = group_cpu_seconds(target.service.process.pid)
     out = wrk.run(script, target.service.port, options.duration, options.wrk)
+    cpu_used = group_cpu_seconds(target.service.process.pid) - cpu_before
     if wrk.counts_statuses(probed.workload):
         statuses = out["statuses"]
     else:  # only wrk's count of statuses over 399 (benchmarks/load/wrk.py says why)
@@ -156,6 +158,7 @@ def measure(
     row.requests = out["requests"]
     row.requests_per_s = round(out["requests"] / (out["duration_us"] / 1e6), 1)
     if out["requests"]:
+        row.cpu_us_per_request = round(cpu_used / out["requests"] * 1e6, 1)
         row.p50_ms = out["p50_us"] / 1000
         row.p99_ms = out["p99_us"] / 1000
     else:

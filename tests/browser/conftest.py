@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.sync_api import Page, sync_playwright
 
+from flagproxy.demo import seed
 from tests.browser.console import console  # noqa: F401  (fixture)
+from tests.browser.origin import Origin
 from tests.http.conftest import base_env, launch, loop_thread, upstream  # noqa: F401  (fixtures)
+from tests.server import harness
 
 CHROMIUM = os.environ.get("FLAGPROXY_TEST_CHROMIUM", "/usr/bin/chromium")
 
@@ -34,8 +38,10 @@ class Browser:
         return page, errors
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    """One Chromium per test module. Not per session: Playwright's sync API keeps an event loop running
+    on the main thread while it is open, and tests after these call asyncio.run()."""
     assert os.access(CHROMIUM, os.X_OK), f"{CHROMIUM} is missing: apt-get install chromium (see .ci/run)"
     with sync_playwright() as playwright:
         # --no-sandbox: CI runs as root, where Chromium refuses its sandbox.
@@ -44,3 +50,21 @@ def browser() -> Iterator[Browser]:
             yield Browser(chromium)
         finally:
             chromium.close()
+
+
+@pytest.fixture(scope="module")
+def origin() -> Iterator[Origin]:
+    """The pages' own web site, on another loopback port than the proxy: calls are cross-origin."""
+    site = Origin()
+    yield site
+    site.close()
+
+
+@pytest.fixture
+def flag_server(tmp_path: Path) -> Iterator[harness.ServerProcess]:
+    """A real `flagproxy server` on SQLite with the demo's sample flags."""
+    env = harness.base_env(DATABASE_PATH=str(tmp_path / "flags.db"))
+    server = harness.ServerProcess(env, log_path=str(tmp_path / "server.log")).start()
+    seed(server.url, harness.ADMIN_TOKEN)
+    yield server
+    assert server.stop() == 0

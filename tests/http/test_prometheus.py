@@ -141,6 +141,13 @@ def test_upstream_errors_by_kind_and_the_last_failure(proxy_factory, upstream: S
         10,
         "a 401 was not counted",
     )
+    upstream.features_status = 200
+    upstream.fault = "valid JSON of the wrong shape"
+    wait_until(
+        lambda: value(scrape(proxy.port)[1], "flagproxy_upstream_errors_total", kind="invalid") >= 1,
+        10,
+        "a 200 that is no features document was not counted",
+    )
     _, samples = scrape(proxy.port)
     failed = value(samples, "flagproxy_upstream_last_failure_timestamp_seconds")
     assert failed >= value(samples, "flagproxy_upstream_last_success_timestamp_seconds") > 0
@@ -179,3 +186,17 @@ def test_enable_prometheus_false_serves_the_node_series_only(launch, upstream: S
         base_env["TMPDIR"], f"flagproxy-instance-service-proxy-{process.port}", "prometheus"
     )
     assert not [name for name in os.listdir(folder) if name.startswith("histogram_")]  # no request series
+
+
+def test_metrics_batches_sent_and_failed(proxy_factory, upstream: StubUpstream):
+    proxy = proxy_factory(metrics_interval=100)
+    named = {"toggles": ["default-on"], "context": {"userId": "u"}}
+
+    def batches(result: str) -> float:
+        return value(scrape(proxy.port)[1], "flagproxy_metrics_batches_total", result=result)
+
+    assert proxy.post("/proxy", named, key=KEY)[0] == 200
+    wait_until(lambda: batches("sent") >= 1, 10, "no batch counted as sent")
+    upstream.post_status = 503
+    assert proxy.post("/proxy", named, key=KEY)[0] == 200
+    wait_until(lambda: batches("failed") >= 1, 10, "no batch counted as failed")

@@ -75,3 +75,14 @@ def test_the_upstream_url_is_shown_without_user_password_or_query():
         public_url("https://user:pw@unleash.example:8443/api?token=x#f") == "https://unleash.example:8443/api"
     )
     assert public_url("http://[::1]:4242/api/") == "http://[::1]:4242/api/"
+
+
+def test_the_page_sends_the_key_in_the_configured_header_under_the_base_path(proxy_factory):
+    proxy = proxy_factory(client_keys_header_name="X-Flag-Key", proxy_base_path="/flags")
+    status, _, body = proxy.get("/flags/proxy/status")
+    assert status == 200
+    assert b'<meta name="flagproxy-key-header" content="x-flag-key">' in body
+    assert b'<meta name="flagproxy-data" content="/flags/proxy/status.json">' in body
+    assert proxy.get("/flags/proxy/status.json", headers={"X-Flag-Key": KEY})[0] == 200
+    assert proxy.get("/flags/proxy/status.json", key=KEY)[0] == 200  # the harness sends the configured one
+    assert proxy.get("/flags/proxy/status.json", headers={"Authorization": KEY})[0] == 401
