@@ -65,6 +65,7 @@ def test_strategies_and_variants_are_edited_on_the_flag_page(console, browser):
     message.wait_for(state="visible")
     assert message.inner_text() == "Constraint 1: the value must be a number"
     assert "invalid" in (row.get_attribute("class") or "")
+    console.shot(page, "flag-page-strategy-form")
     assert len(api.get(PATH.format(name)).json()) == 1
 
     # Edit: the form is filled with the strategy; a new rollout is saved in place.
