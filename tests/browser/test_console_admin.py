@@ -67,6 +67,17 @@ def test_users_roles_groups_access_segments_and_events(console, browser):
     with page.expect_navigation():
         page.click("#create-group button[type=submit]")
     assert "Nora New" in page.locator(f"#groups tr[data-group='{group}']").inner_text()
+    edit = page.locator(f"#groups tr[data-group='{group}'] details")
+    edit.locator("summary").click()
+    edit.locator("label", has_text="Nora New").locator("input").uncheck()
+    with page.expect_navigation():
+        edit.locator("button[type=submit]").click()
+    assert "nobody" in page.locator(f"#groups tr[data-group='{group}']").inner_text()
+    edit = page.locator(f"#groups tr[data-group='{group}'] details")
+    edit.locator("summary").click()
+    edit.locator("label", has_text="Nora New").locator("input").check()
+    with page.expect_navigation():
+        edit.locator("button[type=submit]").click()
 
     page.goto(console.url + "/console/projects/default/access")
     page.select_option("#add-access select[name='roles:numbers']", label=role)
@@ -86,6 +97,13 @@ def test_users_roles_groups_access_segments_and_events(console, browser):
         page.click("#create-segment button[type=submit]")
     saved = next(s for s in console.api.get("/api/admin/segments").json()["segments"] if s["name"] == segment)
     assert saved["constraints"][0]["values"] == ["NO", "SE"]
+    edit = page.locator(f"#segments tr[data-segment='{segment}'] details")
+    edit.locator("summary").click()
+    edit.locator('[data-c="values"]').fill("NO, SE, FI")
+    with page.expect_navigation():
+        edit.locator("button[type=submit]").click()
+    saved = console.api.get(f"/api/admin/segments/{saved['id']}").json()
+    assert saved["constraints"][0]["values"] == ["NO", "SE", "FI"] and saved["name"] == segment
     console.shot(page, "segments")
 
     page.goto(console.url + "/console/events")

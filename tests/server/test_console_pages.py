@@ -95,3 +95,28 @@ def test_a_cookie_change_needs_the_csrf_header(api: Api):
     assert api.listed_feature(name)["enabled"] is False
     assert admin.request("POST", path).status == 200
     assert api.listed_feature(name)["enabled"] is True
+
+
+def test_odd_input_in_console_urls_is_a_clear_answer_never_a_500(api: Api):
+    admin = _session(api, 1)
+    odd = [
+        "/console/projects/default/flags/table?tag=nocolon",
+        "/console/projects/default/flags/table?tag=%00:%00&q=%00",
+        "/console/projects/%00",
+        "/console/projects/default/features/%E2%9C%93",
+        "/console/projects/default/access?x=1",
+        "/console/playground/results",
+        "/console/playground/results?environment=development&projects=nope",
+        "/console/playground/results?environment=development&context=%5B1%5D",
+        "/console/playground/results?environment=development&context=%7B%22properties%22%3A1%7D",
+        "/console/playground/results?environment=development&currentTime=yesterday&remoteAddress=x",
+        "/console/login?next=%0d%0aSet-Cookie:x=1",
+        "/new-user",
+        "/new-user?invite=%00",
+    ]
+    for path in odd:
+        answer = admin.request("GET", path)
+        assert answer.status < 500, (path, answer.status, answer.body[:200])
+        assert answer.status in (200, 400, 404), (path, answer.status)
+        if answer.status == 400:
+            assert b'id="error-message"' in answer.body or b"invite-unusable" in answer.body, path
