@@ -90,3 +90,22 @@ def test_a_viewer_may_ask_and_bad_input_is_a_clear_400(api: Api):
     assert_error(
         api.post(PLAYGROUND, body=b"{}", headers={"Content-Type": "text/plain"}), 415, "ContentTypeerror"
     )
+
+
+def test_a_disabled_strategy_is_listed_in_its_place_and_never_evaluated(api: Api):
+    name = unique("pgd")
+    api.create_feature(name)
+    api.add_strategy(name, {"name": "default", "disabled": True})
+    api.add_strategy(name, {"name": "userWithId", "parameters": {"userIds": "ann"}})
+    api.switch(name, True)
+    _, feature = _answer(api, name, {"userId": "ann"}, explain=True)
+    disabled, decided = feature["strategies"]["data"]
+    assert disabled["disabled"] is True
+    assert disabled["result"] == {"enabled": "unknown", "evaluationStatus": "unevaluated"}
+    assert decided["result"] == {"enabled": True, "evaluationStatus": "complete"}
+    assert feature["isEnabled"] is True and feature["decidedBy"] == 1
+    assert feature["reason"] == "strategy 2 (userWithId) matched"
+    _, other = _answer(api, name, {"userId": "bob"})
+    assert (
+        other["isEnabled"] is False and other["strategies"]["result"] is False
+    )  # the disabled one is not on

@@ -83,6 +83,21 @@ def _strategy_json(
     return shown
 
 
+def _disabled_json(stored: dict[str, Any], link: str) -> dict[str, Any]:
+    """A disabled strategy, listed in its place as Unleash lists it: never evaluated (SDKs never see it)."""
+    return {
+        "name": stored["name"],
+        "id": stored["id"],
+        "title": stored["title"] or "",
+        "disabled": True,
+        "parameters": stored["parameters"],
+        "constraints": [{**c, "result": False} for c in stored["constraints"]],
+        "segments": [],
+        "result": {"enabled": "unknown", "evaluationStatus": "unevaluated"},
+        "links": {"edit": f"{link}?environmentId={stored['environment']}&strategyId={stored['id']}"},
+    }
+
+
 def playground(tx: Any, body: PlaygroundBody, with_reasons: bool) -> dict[str, Any]:
     """The playground's answer; the console's page renders the same dict."""
     require_environment(tx, body.environment)
@@ -95,10 +110,12 @@ def playground(tx: Any, body: PlaygroundBody, with_reasons: bool) -> dict[str, A
     features = []
     for answer in explain(payload, context):
         name = answer["name"]
-        stored = [s for s in catalog.strategies.get((name, body.environment), []) if not s["disabled"]]
+        every = catalog.strategies.get((name, body.environment), [])
+        stored = [s for s in every if not s["disabled"]]
         link = f"/projects/{project_of[name]}/features/{name}/strategies/edit"
         pairs = zip(answer["strategies"], stored, strict=True)
-        strategies = [_strategy_json(e, s, link, with_reasons) for e, s in pairs]
+        evaluated = {s["id"]: _strategy_json(e, s, link, with_reasons) for e, s in pairs}
+        strategies = [evaluated.get(s["id"]) or _disabled_json(s, link) for s in every]
         state = catalog.feature_environments.get((name, body.environment))
         item: dict[str, Any] = {
             "name": name,
@@ -107,16 +124,19 @@ def playground(tx: Any, body: PlaygroundBody, with_reasons: bool) -> dict[str, A
             "isEnabledInCurrentEnvironment": answer["enabled"],
             "hasUnsatisfiedDependency": not all(d["result"] for d in answer["dependencies"]),
             "strategies": {
-                "result": any(s["result"]["enabled"] for s in strategies),
+                "result": any(s["result"]["enabled"] is True for s in strategies),
                 "data": strategies,
             },
             "variant": answer["variant"],
             "variants": state["variants"] if state else [],
         }
         if with_reasons:
-            item.update(
-                reason=answer["reason"], decidedBy=answer["decidedBy"], dependencies=answer["dependencies"]
-            )
+            decided, reason = answer["decidedBy"], answer["reason"]
+            if decided is not None:
+                # explain counts the strategies SDKs see; the list here has the disabled ones in place too.
+                decided = every.index(stored[decided])
+                reason = f"strategy {decided + 1} ({every[decided]['name']}) matched"
+            item.update(reason=reason, decidedBy=decided, dependencies=answer["dependencies"])
         features.append(item)
     request_echo = {"environment": body.environment, "projects": body.projects, "context": context}
     return {"input": request_echo, "features": features}
