@@ -35,6 +35,15 @@ def test_tokens_the_secret_is_shown_once_and_revoking_ends_it(console, browser):
     assert errors == []
 
 
+def _edit_membership(page, group: str, person: str, *, member: bool) -> None:
+    """Open the group's edit form, tick or untick the person, save."""
+    edit = page.locator(f"#groups tr[data-group='{group}'] details")
+    edit.locator("summary").click()
+    edit.locator("label", has_text=person).locator("input").set_checked(member)
+    with page.expect_navigation():
+        edit.locator("button[type=submit]").click()
+
+
 def test_users_roles_groups_access_segments_and_events(console, browser):
     page, errors = browser.page()
     console.sign_in(page, console.admin_email, start="/console/users")
@@ -67,17 +76,9 @@ def test_users_roles_groups_access_segments_and_events(console, browser):
     with page.expect_navigation():
         page.click("#create-group button[type=submit]")
     assert "Nora New" in page.locator(f"#groups tr[data-group='{group}']").inner_text()
-    edit = page.locator(f"#groups tr[data-group='{group}'] details")
-    edit.locator("summary").click()
-    edit.locator("label", has_text="Nora New").locator("input").uncheck()
-    with page.expect_navigation():
-        edit.locator("button[type=submit]").click()
+    _edit_membership(page, group, "Nora New", member=False)
     assert "nobody" in page.locator(f"#groups tr[data-group='{group}']").inner_text()
-    edit = page.locator(f"#groups tr[data-group='{group}'] details")
-    edit.locator("summary").click()
-    edit.locator("label", has_text="Nora New").locator("input").check()
-    with page.expect_navigation():
-        edit.locator("button[type=submit]").click()
+    _edit_membership(page, group, "Nora New", member=True)
 
     page.goto(console.url + "/console/projects/default/access")
     page.select_option("#add-access select[name='roles:numbers']", label=role)
