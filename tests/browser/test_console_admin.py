@@ -67,6 +67,14 @@ def test_users_roles_groups_access_segments_and_events(console, browser):
     with page.expect_navigation():
         page.click("#create-role button[type=submit]")
     assert "UPDATE_FEATURE_ENVIRONMENT" in page.locator(f"#roles tr[data-role='{role}']").inner_text()
+    edit = page.locator(f"#roles tr[data-role='{role}'] details")
+    edit.locator("summary").click()
+    edit.locator("input[value=UPDATE_FEATURE_STRATEGY]").check()
+    with page.expect_navigation():
+        edit.locator("button[type=submit]").click()
+    role_id = next(r["id"] for r in console.api.get("/api/admin/roles").json()["roles"] if r["name"] == role)
+    held = {p["name"] for p in console.api.get(f"/api/admin/roles/{role_id}").json()["permissions"]}
+    assert held == {"UPDATE_FEATURE_ENVIRONMENT", "UPDATE_FEATURE_STRATEGY"}
     console.shot(page, "roles")
 
     page.goto(console.url + "/console/groups")
