@@ -133,3 +133,18 @@ def test_a_viewer_is_refused_the_token_list_and_offered_no_forms(console, browse
         page.goto(console.url + path)
         assert page.locator("form.card").count() == 0, path
     assert [e for e in errors if "403" not in e] == []
+
+
+def test_signup_explains_a_weak_password_and_a_dead_link(console, browser):
+    expires = "2099-01-01T00:00:00Z"
+    invite = console.api.post("/api/admin/invite-link/tokens", {"name": "weak", "expiresAt": expires}).json()
+    page, errors = browser.page()
+    page.goto(invite["url"])
+    page.fill("#signup input[name=name]", "Wes Weak")
+    page.fill("#signup input[name=email]", f"{unique('weak')}@example.com")
+    message = console.submit_refused(page, "#signup", "password", "short")
+    assert '"password"' in message and "10 characters" in message
+    assert page.url == invite["url"]  # still on the form, nothing created
+    page.goto(console.url + "/new-user?invite=" + unique("dead"))
+    assert "unknown, disabled or has expired" in page.inner_text("#invite-unusable")
+    assert [e for e in errors if "400" not in e] == []
