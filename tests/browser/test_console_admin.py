@@ -148,3 +148,26 @@ def test_signup_explains_a_weak_password_and_a_dead_link(console, browser):
     page.goto(console.url + "/new-user?invite=" + unique("dead"))
     assert "unknown, disabled or has expired" in page.inner_text("#invite-unusable")
     assert [e for e in errors if "400" not in e] == []
+
+
+def test_a_person_makes_and_deletes_a_personal_access_token(console, browser):
+    page, errors = browser.page()
+    page.on("dialog", lambda dialog: dialog.accept())
+    console.sign_in(page, console.viewer_email, start="/console/me")
+    description = unique("script")
+    page.fill("#create-personal-token input[name=description]", description)
+    page.click("#create-personal-token button[type=submit]")
+    page.locator("#personal-token-secret").wait_for(state="visible")
+    secret = page.inner_text("#personal-token-secret")
+    assert secret.startswith("user:")
+    assert (
+        Api(console.server.port, secret).get("/api/admin/user").json()["user"]["email"]
+        == console.viewer_email
+    )
+    row = page.locator(f"#personal-tokens tr[data-token='{description}']")
+    row.wait_for()
+    console.shot(page, "personal-tokens")
+    row.locator("button:text('Delete')").click()
+    row.wait_for(state="detached")
+    assert Api(console.server.port, secret).get("/api/admin/user").status == 401
+    assert errors == []

@@ -7,6 +7,7 @@ The forms post JSON to the admin API's own routes (`/auth/simple/login`, `/invit
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from sanic import Blueprint, HTTPResponse, Request
@@ -16,6 +17,7 @@ from flagproxy.server.console.render import SECURITY_HEADERS, html, signed_in
 from flagproxy.server.storage import people
 
 STATIC = Path(__file__).parent / "static"
+TOKEN_DAYS = 30  # what the personal token form proposes
 
 bp = Blueprint("console")
 bp.static("/console/static", str(STATIC), name="static")
@@ -50,7 +52,13 @@ async def login_page(request: Request) -> HTTPResponse:
 @bp.get("/console/me")
 @signed_in
 async def me(request: Request) -> HTTPResponse:
-    return html(request, "me.html")
+    """The signed-in person and their personal access tokens (made, listed and deleted through
+    `/api/admin/user/tokens`; a new one's secret is shown once)."""
+    user_id = request.ctx.console_caller.user_id
+    with request.app.ctx.db.transaction(read_only=True) as tx:
+        tokens = [people.personal_token_json(row) for row in people.personal_tokens_of(tx, user_id)]
+    expires = (datetime.now(UTC) + timedelta(days=TOKEN_DAYS)).strftime("%Y-%m-%dT%H:%M")
+    return html(request, "me.html", tokens=tokens, token_expires=expires)
 
 
 @bp.get("/new-user")
