@@ -12,15 +12,24 @@ from tests.server.harness import Api, unique
 pytestmark = pytest.mark.slow
 
 
-def test_tokens_the_secret_is_shown_once_and_revoking_ends_it(console, browser):
+def _made_secret(console, browser, email: str, start: str, form: str, fields: dict[str, str]):
+    """Sign in, fill and send a form whose answer is a secret shown once; (page, errors, the secret)."""
     page, errors = browser.page()
     page.on("dialog", lambda dialog: dialog.accept())
-    console.sign_in(page, console.admin_email, start="/console/tokens")
+    console.sign_in(page, email, start=start)
+    for field, value in fields.items():
+        page.fill(f"{form} input[name={field}]", value)
+    page.click(f"{form} button[type=submit]")
+    shown = page.locator(".secret-box:not([hidden]) [data-secret]")
+    shown.wait_for(state="visible")
+    return page, errors, shown.inner_text()
+
+
+def test_tokens_the_secret_is_shown_once_and_revoking_ends_it(console, browser):
     name = unique("sdk")
-    page.fill("#create-token input[name=tokenName]", name)
-    page.click("#create-token button[type=submit]")
-    page.locator("#token-secret").wait_for(state="visible")
-    secret = page.inner_text("#token-secret")
+    page, errors, secret = _made_secret(
+        console, browser, console.admin_email, "/console/tokens", "#create-token", {"tokenName": name}
+    )
     assert secret.startswith("*:development.")
     assert Api(console.server.port, secret).get("/api/client/features").status == 200
     row = page.locator(f"#tokens tr[data-token='{name}']")
@@ -151,14 +160,15 @@ def test_signup_explains_a_weak_password_and_a_dead_link(console, browser):
 
 
 def test_a_person_makes_and_deletes_a_personal_access_token(console, browser):
-    page, errors = browser.page()
-    page.on("dialog", lambda dialog: dialog.accept())
-    console.sign_in(page, console.viewer_email, start="/console/me")
     description = unique("script")
-    page.fill("#create-personal-token input[name=description]", description)
-    page.click("#create-personal-token button[type=submit]")
-    page.locator("#personal-token-secret").wait_for(state="visible")
-    secret = page.inner_text("#personal-token-secret")
+    page, errors, secret = _made_secret(
+        console,
+        browser,
+        console.viewer_email,
+        "/console/me",
+        "#create-personal-token",
+        {"description": description},
+    )
     assert secret.startswith("user:")
     assert (
         Api(console.server.port, secret).get("/api/admin/user").json()["user"]["email"]
