@@ -80,17 +80,27 @@ def test_strategies_and_variants_are_edited_on_the_flag_page(console, browser):
 
     variants = page.locator("section.environment[data-env=development] .variants-form")
     page.locator("section.environment[data-env=development] details:has(.variants-form) > summary").click()
-    bad = '[{"name": "blue", "payload": {"type": "json", "value": "{nope"}}]'
-    variants.locator("[data-variants]").fill(bad)
+    variants.locator("[data-add-variant]").click()
+    blue = variants.locator(".variant-row").last
+    blue.locator('[data-v="name"]').fill("blue")
+    blue.locator('[data-v="payloadType"]').select_option("json")
+    blue.locator('[data-v="payloadValue"]').fill("{nope")
     variants.locator("button[type=submit]").click()
     variants.locator("[data-error]").wait_for(state="visible")
-    assert "JSON payload is not valid JSON" in variants.locator("[data-error]").inner_text()
-    good = '[{"name": "blue", "payload": {"type": "json", "value": "{\\"x\\": 1}"}}, {"name": "red"}]'
-    variants.locator("[data-variants]").fill(good)
+    assert (
+        variants.locator("[data-error]").inner_text().startswith("Variant 1: the JSON payload is not valid")
+    )
+    blue.locator('[data-v="payloadValue"]').fill('{"x": 1}')
+    variants.locator("[data-add-variant]").click()
+    red = variants.locator(".variant-row").last
+    red.locator('[data-v="name"]').fill("red")
+    red.locator('[data-v="overrides"]').fill("userId=ann,bob")
     with page.expect_navigation():
         variants.locator("button[type=submit]").click()
     saved = api.get(f"/api/admin/projects/default/features/{name}/environments/development/variants").json()
     assert [(v["name"], v["weight"]) for v in saved["variants"]] == [("blue", 500), ("red", 500)]
+    assert saved["variants"][0]["payload"] == {"type": "json", "value": '{"x": 1}'}
+    assert saved["variants"][1]["overrides"] == [{"contextName": "userId", "values": ["ann", "bob"]}]
     console.shot(page, "flag-page-variants")
 
     with page.expect_navigation():

@@ -21,7 +21,12 @@ BUILD = """(fill) => {
     for (const [key, value] of Object.entries(fill.params || {})) {
         form.querySelector(`fieldset:not([hidden]) [data-param=${key}]`).value = value;
     }
-    form.querySelector("[data-variants]").value = fill.variants || "[]";
+    form.querySelector("[data-variant-rows]").innerHTML = "";
+    for (const v of fill.variants || []) {
+        form.querySelector("[data-add-variant]").click();
+        const row = form.querySelector("[data-variant-rows] > .variant-row:last-child");
+        for (const [key, value] of Object.entries(v)) row.querySelector(`[data-v="${key}"]`).value = value;
+    }
     for (const c of fill.constraints || []) {
         form.querySelector("[data-add-constraint]").click();
         const row = form.querySelector(".constraint-row:last-child");
@@ -37,7 +42,8 @@ BUILD = """(fill) => {
     try {
         return {body: window.flagproxyConsole.builders.strategy(form)};
     } catch (problem) {
-        return {error: problem.message, marked: form.querySelectorAll(".constraint-row.invalid").length};
+        const marked = form.querySelectorAll(".constraint-row.invalid, .variant-row.invalid");
+        return {error: problem.message, marked: marked.length};
     }
 }"""
 
@@ -64,12 +70,19 @@ MISTAKES = [
     ),
     ({"rollout": "101"}, "rollout must be a whole number from 0 to 100"),
     ({"rollout": "3.5"}, "rollout must be a whole number from 0 to 100"),
-    ({"variants": "[{"}, "Variants is not valid JSON"),
-    ({"variants": '{"name": "a"}'}, "Variants must be a JSON list"),
-    ({"variants": '[{"weight": 5}]'}, "Variant 1 needs a name"),
+    ({"variants": [{"weightType": "variable"}]}, "Variant 1: needs a name"),
+    ({"variants": [{"name": "a"}, {"name": "a"}]}, "Variant 2: the name a is used twice"),
     (
-        {"variants": '[{"name": "a", "payload": {"type": "json", "value": "{x"}}]'},
-        "Variant a: the JSON payload is not valid JSON",
+        {"variants": [{"name": "a", "weightType": "fix", "weight": "120"}]},
+        "Variant 1: a fixed weight is a percentage from 0 to 100",
+    ),
+    (
+        {"variants": [{"name": "a", "payloadType": "json", "payloadValue": "{x"}]},
+        "Variant 1: the JSON payload is not valid JSON",
+    ),
+    (
+        {"variants": [{"name": "a", "payloadType": "number", "payloadValue": "ten"}]},
+        "Variant 1: the number payload is not a number",
     ),
 ]
 
@@ -89,7 +102,7 @@ def test_the_strategy_form_refuses_mistakes_before_sending(flag_page, fill, mess
     page, _ = flag_page
     result = page.evaluate(BUILD, fill)
     assert result.get("error", "").startswith(message), result
-    if message.startswith("Constraint"):
+    if message.startswith(("Constraint", "Variant")):
         assert result["marked"] == 1  # the row at fault is marked, and only it
 
 
@@ -107,7 +120,10 @@ def test_a_right_form_becomes_the_apis_body(flag_page):
             {"contextName": "country", "values": "NO, SE\nDK", "caseInsensitive": True, "inverted": True},
             {"contextName": "age", "operator": "NUM_GTE", "value": "18"},
         ],
-        "variants": '[{"name": "blue", "payload": {"type": "json", "value": "{\\"a\\": 1}"}}]',
+        "variants": [
+            {"name": "blue", "payloadType": "json", "payloadValue": '{"a": 1}'},
+            {"name": "green", "weightType": "fix", "weight": "12.5", "stickiness": "userId"},
+        ],
     }
     body = page.evaluate(BUILD, fill)["body"]
     assert body == {
@@ -121,7 +137,11 @@ def test_a_right_form_becomes_the_apis_body(flag_page):
         ],
         "segments": [],
         "disabled": False,
-        "variants": [{"name": "blue", "payload": {"type": "json", "value": '{"a": 1}'}}],
+        "variants": [
+            {"name": "blue", "weightType": "variable", "stickiness": "default", "weight": 0,
+             "payload": {"type": "json", "value": '{"a": 1}'}},
+            {"name": "green", "weightType": "fix", "stickiness": "userId", "weight": 125},
+        ],
     }  # fmt: skip
     user_ids = page.evaluate(BUILD, {"strategy": "userWithId", "params": {"userIds": "a,\n b"}})["body"]
     assert user_ids["parameters"] == {"userIds": "a,b"}  # only the chosen strategy's parameters
@@ -168,7 +188,30 @@ c</textarea>
 def test_htmx_requests_carry_the_csrf_cookie_in_the_header(flag_page):
     page, name = flag_page
     csrf = next(c["value"] for c in page.context.cookies() if c["name"] == "flagproxy_csrf")
-    with page.expect_request(lambda r: r.method == "PUT" and r.url.endswith(f"/features/{name}")) as sent:
+    with (
+        page.expect_navigation(),  # the form reloads the page once saved
+        page.expect_request(lambda r: r.method == "PUT" and r.url.endswith(f"/features/{name}")) as sent,
+    ):
         page.click("#flag-settings button[type=submit]")
     assert sent.value.headers["x-csrf-token"] == csrf
     assert sent.value.headers["content-type"] == "application/json"
+
+
+def test_environment_variants_take_overrides_one_per_line(flag_page):
+    page, _ = flag_page
+    read = """(overrides) => {
+        const form = document.querySelector("section.environment[data-env=development] .variants-form");
+        form.querySelector("[data-variant-rows]").innerHTML = "";
+        form.querySelector("[data-add-variant]").click();
+        const row = form.querySelector(".variant-row");
+        row.querySelector('[data-v="name"]').value = "blue";
+        row.querySelector('[data-v="overrides"]').value = overrides;
+        try { return {body: window.flagproxyConsole.builders.variants(form)}; }
+        catch (problem) { return {error: problem.message}; }
+    }"""
+    body = page.evaluate(read, "userId=ann, bob\n\n region = eu")["body"]
+    assert body[0]["overrides"] == [
+        {"contextName": "userId", "values": ["ann", "bob"]},
+        {"contextName": "region", "values": ["eu"]},
+    ]
+    assert page.evaluate(read, "userId")["error"] == "Variant 1: an override is field=value1,value2 (line 1)"

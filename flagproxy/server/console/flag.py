@@ -84,5 +84,4 @@ async def flag_page(request: Request, project_id: str, name: str) -> HTTPRespons
         strategies=STRATEGIES,
         stickiness=STICKINESS,
         moves={env["name"]: _moves(env["strategies"]) for env in shown["environments"]},
-        to_json=lambda value: orjson.dumps(value, option=orjson.OPT_INDENT_2).decode(),
     )

@@ -141,26 +141,70 @@
     return constraint;
   }
 
+  // One variant row -> the API's variant, or an Error saying what is wrong with it.
+  function variantOf(row, index, seen) {
+    function field(name) { return row.querySelector('[data-v="' + name + '"]'); }
+    var label = "Variant " + (index + 1) + ": ";
+    var name = field("name").value.trim();
+    if (!name) throw new Error(label + "needs a name");
+    if (seen[name]) throw new Error(label + "the name " + name + " is used twice");
+    seen[name] = true;
+    var variant = {
+      name: name,
+      weightType: field("weightType").value,
+      stickiness: field("stickiness").value.trim() || "default",
+      weight: 0, // a variable weight is the server's to share out (Unleash's fixVariantWeights)
+    };
+    if (variant.weightType === "fix") {
+      var weight = field("weight").value.trim();
+      if (!/^\d+(\.\d)?$/.test(weight) || Number(weight) > 100) {
+        throw new Error(label + "a fixed weight is a percentage from 0 to 100 (one decimal at most)");
+      }
+      variant.weight = Math.round(Number(weight) * 10);
+    }
+    var type = field("payloadType").value;
+    if (type) {
+      var value = field("payloadValue").value;
+      if (type === "json") {
+        try { JSON.parse(value); } catch (e) { throw new Error(label + "the JSON payload is not valid JSON: " + e.message); }
+      }
+      if (type === "number" && !/^-?\d+(\.\d+)?([eE][-+]?\d+)?$/.test(value.trim())) {
+        throw new Error(label + "the number payload is not a number");
+      }
+      variant.payload = { type: type, value: value };
+    }
+    var overrides = field("overrides");
+    if (overrides) {
+      variant.overrides = [];
+      var lines = overrides.value.split("\n");
+      for (var i = 0; i < lines.length; i++) {
+        var line = lines[i].trim();
+        if (!line) continue;
+        var eq = line.indexOf("=");
+        if (eq < 1) throw new Error(label + "an override is field=value1,value2 (line " + (i + 1) + ")");
+        variant.overrides.push({ contextName: line.slice(0, eq).trim(), values: convert(line.slice(eq + 1), "list", "values") });
+      }
+    }
+    return variant;
+  }
+
   function variantsOf(form) {
-    var text = form.querySelector("[data-variants]").value.trim() || "[]";
-    var variants = convert(text, "json", "Variants");
-    if (!Array.isArray(variants)) throw new Error("Variants must be a JSON list");
-    variants.forEach(function (variant, i) {
-      if (!variant || typeof variant.name !== "string" || !variant.name) {
-        throw new Error("Variant " + (i + 1) + " needs a name");
+    var rows = form.querySelectorAll("[data-variant-rows] > .variant-row");
+    var seen = {};
+    var variants = [];
+    for (var i = 0; i < rows.length; i++) {
+      try {
+        variants.push(variantOf(rows[i], i, seen));
+      } catch (problem) {
+        markInvalid(form, rows[i]);
+        throw problem;
       }
-      var payload = variant.payload;
-      if (payload && payload.type === "json") {
-        try { JSON.parse(payload.value); } catch (e) {
-          throw new Error("Variant " + variant.name + ": the JSON payload is not valid JSON: " + e.message);
-        }
-      }
-    });
+    }
     return variants;
   }
 
   function markInvalid(form, row) {
-    var rows = form.querySelectorAll(".constraint-row");
+    var rows = form.querySelectorAll(".constraint-row, .variant-row");
     for (var i = 0; i < rows.length; i++) rows[i].classList.toggle("invalid", rows[i] === row);
   }
 
@@ -280,8 +324,12 @@
       var row = template.content.firstElementChild.cloneNode(true);
       target.closest("form").querySelector("[data-constraints]").appendChild(row);
       showOperatorFields(row);
-    } else if (target.matches("[data-remove-constraint]")) {
-      target.closest(".constraint-row").remove();
+    } else if (target.matches("[data-add-variant]")) {
+      var rows = target.previousElementSibling;
+      var kind = rows.getAttribute("data-overrides") === "yes" ? "variant-row-overrides-template" : "variant-row-template";
+      rows.appendChild(document.getElementById(kind).content.firstElementChild.cloneNode(true));
+    } else if (target.matches("[data-remove-row]")) {
+      target.closest(".constraint-row, .variant-row").remove();
     }
   });
 
