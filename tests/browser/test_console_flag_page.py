@@ -95,6 +95,7 @@ def test_strategies_and_variants_are_edited_on_the_flag_page(console, browser):
     red = variants.locator(".variant-row").last
     red.locator('[data-v="name"]').fill("red")
     red.locator('[data-v="overrides"]').fill("userId=ann,bob")
+    console.shot(page, "flag-page-variant-rows")
     with page.expect_navigation():
         variants.locator("button[type=submit]").click()
     saved = api.get(f"/api/admin/projects/default/features/{name}/environments/development/variants").json()
