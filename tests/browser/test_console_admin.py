@@ -103,6 +103,19 @@ def test_users_roles_groups_access_segments_and_events(console, browser):
     with page.expect_navigation():
         page.click("#add-access button[type=submit]")
     assert group in page.inner_text("#access") and role in page.inner_text("#access")
+    # Nora also holds Member here (through the API); taking the group's role back must leave hers.
+    member = console.api.post("/api/admin/projects/default/access", {"roles": [5], "users": [user["id"]]})
+    assert member.status == 200, member.body
+    page.reload()
+    before = console.api.get("/api/admin/projects/default/access").json()
+    assert user["id"] in [u["id"] for u in before["users"]]
+    page.on("dialog", lambda dialog: dialog.accept())
+    with page.expect_navigation():
+        page.click(f"#access tr[data-held='{group}:{role}'] button:text('Remove')")
+    assert group not in page.inner_text("#access")
+    after = console.api.get("/api/admin/projects/default/access").json()
+    assert [g["name"] for g in after["groups"]] == [g["name"] for g in before["groups"] if g["name"] != group]
+    assert [(u["id"], u["roles"]) for u in after["users"]] == [(u["id"], u["roles"]) for u in before["users"]]
     console.shot(page, "project-access")
 
     page.goto(console.url + "/console/segments")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import orjson
 from sanic import Blueprint, HTTPResponse, Request
 
 from flagproxy.server.console.render import html, signed_in
@@ -68,6 +69,21 @@ async def groups(request: Request) -> HTTPResponse:
     return html(request, "groups.html", groups=shown, users=everyone)
 
 
+def _access_without(rows: list[dict[str, object]], left_out: int) -> str:
+    """The body of `PUT .../access` that keeps every assignment but the one at `left_out`: the API's way to
+    take one role back (it replaces the project's whole access)."""
+    roles: dict[object, dict[str, list[object]]] = {}
+    for index, row in enumerate(rows):
+        if index == left_out:
+            continue
+        held = roles.setdefault(row["role_id"], {"users": [], "groups": []})
+        if row["user_id"] is not None:
+            held["users"].append(row["user_id"])
+        else:
+            held["groups"].append(row["group_id"])
+    return orjson.dumps({"roles": [{"id": role, **held} for role, held in roles.items()]}).decode()
+
+
 @bp.get("/console/projects/<project_id>/access")
 @signed_in
 async def project_access(request: Request, project_id: str) -> HTTPResponse:
@@ -75,22 +91,24 @@ async def project_access(request: Request, project_id: str) -> HTTPResponse:
         project = require_project(tx, project_id)
         role_names = {row["id"]: row["name"] for row in access_rows.all_roles(tx)}
         held = []
-        for row in access_rows.project_assignments(tx, project_id):
+        rows = access_rows.project_assignments(tx, project_id)
+        for index, row in enumerate(rows):
             if row["user_id"] is not None:
                 user = people_rows.user(tx, int(row["user_id"]))
                 who = (
                     (user["name"] or user["email"] or user["username"]) if user else f"user {row['user_id']}"
                 )
-                held.append({"kind": "user", "who": who, "role": role_names.get(row["role_id"])})
             else:
                 group = access_rows.group(tx, int(row["group_id"]))
-                held.append(
-                    {
-                        "kind": "group",
-                        "who": group["name"] if group else "?",
-                        "role": role_names.get(row["role_id"]),
-                    }
-                )
+                who = group["name"] if group else f"group {row['group_id']}"
+            held.append(
+                {
+                    "kind": "user" if row["user_id"] is not None else "group",
+                    "who": who,
+                    "role": role_names.get(row["role_id"]),
+                    "without": _access_without(rows, index),
+                }
+            )
         project_roles = [r for r in _roles(tx) if r["type"] in ("project", "custom")]
         everyone = [people_rows.user_json(row) for row in people_rows.all_users(tx)]
         all_groups = [access_rows.group_json(tx, row) for row in access_rows.all_groups(tx)]
