@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.server.harness import Api, unique
+from tests.server.harness import PASSWORD, Api, unique
 
 pytestmark = pytest.mark.slow
 
@@ -140,3 +140,28 @@ def test_signing_out_ends_the_session(console, browser):
     page.goto(console.url + "/console/projects")
     page.wait_for_selector("#login")
     assert errors == []
+
+
+def test_an_ended_session_leads_back_to_the_login_and_then_to_the_page(console, browser):
+    name = unique("ended")
+    console.api.create_feature(name)
+    page, errors = browser.page()
+    console.sign_in(page, console.admin_email, start="/console/projects/default")
+    session = next(c["value"] for c in page.context.cookies() if c["name"] == "flagproxy_session")
+    # Signed out somewhere else (the session ends on the server); this page does not know yet.
+    ended = Api(console.server.port, None).post("/logout", headers={"Cookie": f"flagproxy_session={session}"})
+    assert ended.status == 200
+    page.click(f"#flag-table tr[data-flag='{name}'] input.switch[data-env=development]")
+    page.wait_for_url(console.url + "/console/login?next=%2Fconsole%2Fprojects%2Fdefault")
+    assert not _enabled(console.api, name)
+    page.fill("input[name=username]", console.admin_email)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("#login button[type=submit]")
+    page.wait_for_url(console.url + "/console/projects/default")
+    # A wrong password on the login page is a message there, not a loop back to it.
+    page.context.clear_cookies()
+    page.goto(console.url + "/console/login")
+    page.fill("input[name=username]", console.admin_email)
+    assert "wrong" in console.submit_refused(page, "#login", "password", "not-the-password")
+    assert page.url == console.url + "/console/login"
+    assert [e for e in errors if "401" not in e] == []

@@ -383,6 +383,11 @@
     if (!xhr || xhr.status === 0) return;
     var form = formOf(elt);
     var then = elt.getAttribute("data-then") || form.getAttribute("data-then") || "";
+    if (xhr.status === 401 && !elt.closest("[data-signin]")) {
+      // The session ended (signed out elsewhere, expired, the user deleted): sign in again, then come back.
+      window.location.assign("/console/login?next=" + encodeURIComponent(window.location.pathname));
+      return;
+    }
     if (xhr.status >= 400) {
       if (elt.type === "checkbox") elt.checked = !elt.checked; // the switch did not move
       showError(elt, apiMessage(xhr));
