@@ -177,6 +177,8 @@ def test_bad_input_is_a_4xx(running: EdgeProcess) -> None:
     status, _, body = running.get("/api/frontend?properties[a][b]=c", DEV_FRONTEND)
     assert status == 400
     assert running.get("/nowhere")[0] == 404
+    assert running.request("DELETE", "/api/frontend", DEV_FRONTEND)[0] == 405
+    assert running.get("/api/frontend", DEV_FRONTEND, headers={"X-Big": "x" * 20_000})[0] == 431
 
 
 def test_health_ready_and_backstage(running: EdgeProcess) -> None:
