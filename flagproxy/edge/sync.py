@@ -121,6 +121,7 @@ class EdgeSync:
         if feed is not None:
             return feed
         feed = self.feeds[token.scope] = Feed(token, self.settings, self.scopes, self.logger)
+        self.logger.info(f"Syncing {scope_name(feed.scope)} with {masked(token.secret)}")
         self.scopes.add_feed(feed.scope)
         if self.scopes.restore(feed.scope):
             self.logger.info(f"Serving {scope_name(feed.scope)} from the backup until the upstream answers")
