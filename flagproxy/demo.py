@@ -1,9 +1,9 @@
 """`flagproxy demo`: a flag server on a fresh SQLite file with sample flags, and a proxy in front of it.
 
-It prints the URLs, the keys and three curl commands that show evaluation, then runs until Ctrl-C (or
-SIGTERM), when it stops both processes and removes the temporary database. It exits 0 only when both
-stopped cleanly. Both parts run as child processes exactly as `flagproxy server` and `flagproxy proxy`
-would, so what the demo shows is what a deployment does.
+It prints the URLs (the proxy's status page too), the keys and four curl commands that show
+evaluation, then runs until Ctrl-C (or SIGTERM), when it stops both processes and removes the temporary
+database. It exits 0 only when both stopped cleanly. Both parts run as child processes exactly as
+`flagproxy server` and `flagproxy proxy` would, so what the demo shows is what a deployment does.
 """
 
 from __future__ import annotations
@@ -61,7 +61,8 @@ def admin_call(base_url: str, token: str, method: str, path: str, body: Any = No
 
 
 def seed(base_url: str, admin_token: str) -> list[str]:
-    """Create the sample flags; return their names. Every flag is on in `development`."""
+    """Create the sample flags; return their names. Every flag but payments-kill-switch is on in
+    `development`; welcome-banner is on for any context, the empty one too."""
     call: Callable[..., Any] = lambda method, path, body=None: admin_call(  # noqa: E731
         base_url, admin_token, method, path, body
     )
@@ -130,8 +131,18 @@ def seed(base_url: str, admin_token: str) -> list[str]:
     call("POST", f"{features}/checkout-upsell/dependencies", {"feature": "new-checkout", "enabled": True})
     create("payments-kill-switch", "an operational off switch, currently off", "kill-switch")
     strategy("payments-kill-switch", {"name": "default"})
+    # On for every context, the empty one included, so the very first request shows a flag.
+    create("welcome-banner", "on for everyone: the first request, with no context at all, shows it")
+    strategy("welcome-banner", {"name": "default"})
 
-    names = ["new-checkout", "beta-banner", "dark-mode", "premium-search", "checkout-upsell"]
+    names = [
+        "welcome-banner",
+        "new-checkout",
+        "beta-banner",
+        "dark-mode",
+        "premium-search",
+        "checkout-upsell",
+    ]
     for flag in names:
         call("POST", f"{features}/{flag}/environments/development/on")
     return [*names, "payments-kill-switch"]
@@ -195,6 +206,7 @@ flagproxy demo is running.
 
   flag server   {server}      (admin API, client API, docs at {server}/docs/openapi)
   proxy         {proxy}/proxy
+  status page   {proxy}/proxy/status#key={keys.client_key}   (open it in a browser)
   database      {database}
 
   admin token   {keys.admin_token}
@@ -205,6 +217,8 @@ flagproxy demo is running.
   sample flags  {", ".join(flags)}
 
 Try:
+
+  curl -H 'Authorization: {keys.client_key}' {proxy}/proxy
 
   curl -H 'Authorization: {keys.client_key}' '{proxy}/proxy?userId=alice'
 

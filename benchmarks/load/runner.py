@@ -19,7 +19,7 @@ from pathlib import Path
 
 from benchmarks.load import wrk
 from benchmarks.load.probe import Probe, baseline_route, probe
-from benchmarks.load.processes import QUIET_TIMEOUT, Service, rss_mib, wait_until_quiet
+from benchmarks.load.processes import QUIET_TIMEOUT, Service, group_cpu_seconds, rss_mib, wait_until_quiet
 from benchmarks.load.report import FlagRun, Row
 from benchmarks.load.scenarios import Scenario
 from benchmarks.load.targets import (
@@ -43,6 +43,7 @@ class Options:
     wrk: wrk.WrkOptions
     peer_node: bool
     memory_workers: tuple[int, ...] = ()  # instance RSS runs (benchmarks/load/memory.py)
+    prometheus_off: bool = False  # also a flagproxy with ENABLE_PROMETHEUS=false: the series' cost
 
 
 def run_flags(flags: int, options: Options, root: Path, log: Callable[[str], None]) -> FlagRun:
@@ -56,6 +57,14 @@ def run_flags(flags: int, options: Options, root: Path, log: Callable[[str], Non
         services.append(proxy.service)
         targets = [proxy]
         probes = {(proxy.name, s.name): probe(proxy, s, flags) for s in options.scenarios}
+        if options.prometheus_off:
+            log(f"[{flags} flags] starting flagproxy with ENABLE_PROMETHEUS=false")
+            quiet = start_flagproxy(
+                run, services[0], options.workers, "flagproxy-prometheus-off", ENABLE_PROMETHEUS="false"
+            )
+            services.append(quiet.service)
+            targets.append(quiet)
+            probes.update({(quiet.name, s.name): probe(quiet, s, flags) for s in options.scenarios})
 
         routes = [
             baseline_route(s, probes[(proxy.name, s.name)].typical)
@@ -131,7 +140,9 @@ def measure(
     settle()  # the machine quiet first: nothing left over from the run before takes CPU from this one
     if options.warmup > 0:
         wrk.run(script, target.service.port, options.warmup, options.wrk)
+    cpu_before = group_cpu_seconds(target.service.process.pid)
     out = wrk.run(script, target.service.port, options.duration, options.wrk)
+    cpu_used = group_cpu_seconds(target.service.process.pid) - cpu_before
     if wrk.counts_statuses(probed.workload):
         statuses = out["statuses"]
     else:  # only wrk's count of statuses over 399 (benchmarks/load/wrk.py says why)
@@ -147,6 +158,7 @@ def measure(
     row.requests = out["requests"]
     row.requests_per_s = round(out["requests"] / (out["duration_us"] / 1e6), 1)
     if out["requests"]:
+        row.cpu_us_per_request = round(cpu_used / out["requests"] * 1e6, 1)
         row.p50_ms = out["p50_us"] / 1000
         row.p99_ms = out["p99_us"] / 1000
     else:

@@ -185,6 +185,12 @@ OPTIONS: tuple[Option, ...] = (
          "proxy server for upstream https:// requests (NO_PROXY honoured)"),
     _opt("response_cache_mb", "(none)", ["RESPONSE_CACHE_MB"], [], 32, "int",
          "memory for cached toggle answers per worker, MiB (0 = no response cache; flagproxy extension)"),
+    _opt("enable_prometheus", "(none)", ["ENABLE_PROMETHEUS"], [], True, "bool",
+         "serve every proxy series at /proxy/internal-backstage/prometheus, added up over the workers "
+         "(false: the Node proxy's three gauges only; flagproxy extension)"),
+    _opt("enable_status_page", "(none)", ["ENABLE_STATUS_PAGE"], [], True, "bool",
+         "serve the status page at /proxy/status (open; it holds no data) and its data at "
+         "/proxy/status.json (client key) (flagproxy extension)"),
     _opt("upstream_timeout", "(none)", ["UPSTREAM_TIMEOUT"], [], 10000, "int",
          "time allowed for one upstream request, whole body included, ms (the Node SDK's timeout; "
          "flagproxy extension)"),
@@ -274,6 +280,8 @@ class ProxySettings:
     https_proxy: str | None = None
     no_proxy: str | None = None
     response_cache_mb: int = 32
+    enable_prometheus: bool = True
+    enable_status_page: bool = True
     upstream_timeout: int = 10000
     exp_bootstrap_url: str | None = None
     exp_bootstrap_authorization: str | None = None

@@ -11,6 +11,7 @@ from sanic.config import Config
 from sanic_ext import Extend
 
 from flagproxy import __version__
+from flagproxy.request_class import Request
 from flagproxy.server.auth import authenticate
 from flagproxy.server.client_features import PayloadCache
 from flagproxy.server.errors import install_error_handlers
@@ -60,7 +61,7 @@ def _check_every_admin_route_has_a_permission(app: Sanic) -> None:
 
 
 def create_app(settings: ServerSettings, name: str = "flagproxy-server") -> ServerApp:
-    app: ServerApp = Sanic(name, ctx=ServerContext(settings))
+    app: ServerApp = Sanic(name, ctx=ServerContext(settings), request_class=Request)
     app.config.REQUEST_MAX_SIZE = settings.max_request_size
     app.config.KEEP_ALIVE_TIMEOUT = 5
     app.config.FALLBACK_ERROR_FORMAT = "json"
