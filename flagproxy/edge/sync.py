@@ -54,6 +54,7 @@ class Feed:
             on_update=self._update,
             on_not_modified=self._not_modified,
             logger=logger,
+            token_label=f"the --tokens token {masked(token.secret)}",
         )
         self.task: asyncio.Task[None] | None = None
         self.last_refresh: str | None = None
