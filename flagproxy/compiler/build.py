@@ -363,6 +363,8 @@ def _comparison(field: int, prop: str | None, operator: str, value: Any, inverte
 def _feature_variants(flag: m.Flag, variants: Any) -> m.VariantList | None:
     if not variants:
         return None
+    if not isinstance(variants, list):  # an object here raised KeyError past the broken-flag fallback
+        raise CompileError("feature variants must be a list")
     first = variants[0] if isinstance(variants[0], Mapping) else {}
     stickiness, prop = _variant_stickiness(first.get("stickiness") or "default")
     return _variant_list(flag, variants, flag.name, stickiness, prop, strategy_level=False)

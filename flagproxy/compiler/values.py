@@ -160,9 +160,17 @@ def regex_matches(pattern: regex.Pattern[str], value: str) -> bool:
         return False
 
 
+# The crate refuses a pattern whose compiled program passes its size limit (10 MiB by default), which
+# counted repetitions reach quickly: `a{1000000}` or `(a{1000}){1000}`. The `regex` module would expand
+# them instead, taking seconds, and `a{1000000000}` exhausted a worker's memory while the snapshot compiled.
+# A pattern whose repetitions expand to more atoms than this is refused as the crate would refuse it (the
+# crate's own limit depends on the atoms; this bound keeps the regex module's compile near 0.1 s).
+REGEX_MAX_EXPANSION = 100_000
+
+
 def compile_regex(pattern: str, case_insensitive: bool) -> regex.Pattern[str] | None:
     """A REGEX constraint's pattern with Rust-regex semantics, or None when the crate would reject it."""
-    if _has_unsupported_construct(pattern):
+    if _has_unsupported_construct(pattern) or _expanded_size(pattern) > REGEX_MAX_EXPANSION:
         return None
     translated = _translate_anchors(pattern)
     flags = regex.V1 | (regex.IGNORECASE if case_insensitive else 0)
@@ -170,6 +178,67 @@ def compile_regex(pattern: str, case_insensitive: bool) -> regex.Pattern[str] | 
         return regex.compile(translated, flags)
     except (regex.error, ValueError, OverflowError):
         return None
+
+
+_COUNTED = regex.compile(r"\{(\d*)(,?)(\d*)\}")
+
+
+def _expanded_size(pattern: str) -> int:
+    """How many atoms `pattern` stands for once its counted repetitions (`{n}`, `{n,}`, `{n,m}`) are
+    written out, nested ones multiplied; `*`, `+` and `?` add nothing. An upper bound, cheap to compute."""
+    sizes = [0]  # per open group: the atoms so far
+    last = 0  # the atoms of the last atom or group, which a quantifier repeats
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            last = 1
+        elif ch == "[":
+            i = _end_of_class(pattern, i)
+            last = 1
+        elif ch == "(":
+            sizes.append(0)
+            i += 1
+            continue
+        elif ch == ")" and len(sizes) > 1:
+            last = sizes.pop()
+            sizes[-1] += last
+            i += 1
+            continue
+        elif ch == "{" and (counted := _COUNTED.match(pattern, i)) and (counted[1] or counted[3]):
+            # Digits past 12 are a count no pattern needs: capped so int() never parses thousands of them.
+            count = int((counted[3] or counted[1])[:12])
+            sizes[-1] += last * max(count - 1, 0)
+            last *= count
+            i = counted.end()
+            continue
+        elif ch in "*+?|^$":
+            i += 1
+            continue
+        else:
+            i += 1
+            last = 1
+        sizes[-1] += 1
+    return sum(sizes)
+
+
+def _end_of_class(pattern: str, start: int) -> int:
+    """The index after the bracket expression opening at `start` (nested sets, as regex.V1 reads them)."""
+    depth, i = 0, start
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "[":
+            depth += 1
+        elif ch == "]" and i > start + 1 and pattern[i - 1] != "[":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return i
 
 
 def _has_unsupported_construct(pattern: str) -> bool:

@@ -43,6 +43,7 @@ from flagproxy.proxy.settings import ProxySettings
 from flagproxy.proxy.status_page import page_body, status_document
 from flagproxy.proxy.store import SnapshotStore
 from flagproxy.proxy.trust import client_address
+from flagproxy.request_class import Request as FlagproxyRequest
 from flagproxy.serving import guard_worker_signals
 from flagproxy.sync.usage import MetricsCollector
 
@@ -102,7 +103,9 @@ class _ProxyApp:
         self.follower: Follower | None = None
         self.following: Any = None
 
-        app = Sanic(f"flagproxy-proxy-{next(_app_numbers)}", configure_logging=False)
+        app = Sanic(
+            f"flagproxy-proxy-{next(_app_numbers)}", configure_logging=False, request_class=FlagproxyRequest
+        )
         app.config.AUTO_EXTEND = False  # keep sanic-ext's per-request machinery off every route
         app.config.KEEP_ALIVE_TIMEOUT = 5
         app.config.REQUEST_MAX_SIZE = BODY_LIMIT

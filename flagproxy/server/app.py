@@ -11,9 +11,11 @@ from sanic.config import Config
 from sanic_ext import Extend
 
 from flagproxy import __version__
+from flagproxy.request_class import Request
 from flagproxy.server.auth import authenticate
 from flagproxy.server.client_features import PayloadCache
 from flagproxy.server.errors import install_error_handlers
+from flagproxy.server.frontend_snapshots import FrontendSnapshots
 from flagproxy.server.identity.permissions import ROUTE_NEEDS
 from flagproxy.server.openapi_page import page_file
 from flagproxy.server.routes import blueprints
@@ -30,6 +32,7 @@ class ServerContext:
     settings: ServerSettings
     db: Database = field(init=False)
     payloads: PayloadCache = field(default_factory=PayloadCache)
+    frontend: FrontendSnapshots = field(default_factory=FrontendSnapshots)
 
 
 ServerApp = Sanic[Config, ServerContext]
@@ -58,7 +61,7 @@ def _check_every_admin_route_has_a_permission(app: Sanic) -> None:
 
 
 def create_app(settings: ServerSettings, name: str = "flagproxy-server") -> ServerApp:
-    app: ServerApp = Sanic(name, ctx=ServerContext(settings))
+    app: ServerApp = Sanic(name, ctx=ServerContext(settings), request_class=Request)
     app.config.REQUEST_MAX_SIZE = settings.max_request_size
     app.config.KEEP_ALIVE_TIMEOUT = 5
     app.config.FALLBACK_ERROR_FORMAT = "json"

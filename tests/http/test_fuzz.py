@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.http.hostile import MALFORMED_HTTP, send_raw
 from tests.http.loopback import KEY, fetch
 
 PATHS = [
@@ -145,44 +146,13 @@ def test_generated_requests_never_get_a_5xx_and_leave_the_proxy_answering(proxy,
     assert status < 500, (method, path, headers, body, status, answer[:200])
 
 
-CHUNKED = (
-    b"POST /proxy HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
-)
-
-
-def _raw(port: int, data: bytes, timeout: float = 5) -> bytes:
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
-        sock.sendall(data)
-        sock.shutdown(socket.SHUT_WR)
-        received = b""
-        try:
-            while chunk := sock.recv(65536):
-                received += chunk
-        except (ConnectionResetError, TimeoutError):
-            pass
-        return received
-
-
 @pytest.mark.parametrize(
     "data",
-    [
-        b"GARBAGE\r\n\r\n",
-        b"GET\r\n\r\n",
-        b"GET /proxy HTTP/9.9\r\nHost: x\r\n\r\n",
-        b"GET /proxy HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n",
-        b"GET /pro\x00xy HTTP/1.1\r\nHost: x\r\n\r\n",
-        CHUNKED + b"zz\r\n{}\r\n0\r\n\r\n",  # not a chunk size
-        CHUNKED + b"5\r\n{}\r\n0\r\n\r\n",  # a chunk shorter than it says
-        b"POST /proxy HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 7\r\n\r\n{}",
-        b"POST /proxy HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n{}",
-        b"POST /proxy HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999\r\n\r\n{}",
-        b"GET /proxy HTTP/1.1\r\nHost: x\r\n" + b"X-Long: " + b"a" * 70000 + b"\r\n\r\n",
-        b"GET /proxy HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-%d: 1\r\n" % i for i in range(2000)) + b"\r\n",
-    ],
+    MALFORMED_HTTP,
     ids=lambda data: data[:30].decode("latin1"),
 )
 def test_malformed_http_is_refused_and_the_proxy_keeps_answering(proxy, data):
-    answer = _raw(proxy.port, data)
+    answer = send_raw(proxy.port, data)
     if answer:
         status = int(answer.split(b" ", 2)[1])
         assert 400 <= status < 500, answer[:300]

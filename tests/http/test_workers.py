@@ -317,6 +317,10 @@ def test_every_worker_loads_the_custom_strategies_and_enrichers(launch, upstream
     # The one registration names the custom strategy.
     register = upstream.wait_for("/api/client/register")[0]["body"]
     assert "myCustomStrategy" in register["strategies"]
+    # The workers loaded the snapshot the main process compiled (the custom strategy travels by name) and
+    # compiled nothing themselves: a worker that cannot use the image says so.
+    stdout, stderr = process.stop(signal.SIGTERM)
+    assert "Compiling revision" not in stdout + stderr, stdout + stderr
 
 
 def test_counts_a_killed_main_process_had_not_sent_are_sent_by_the_next_instance(launch, upstream, base_env):

@@ -1,6 +1,6 @@
 """`flagproxy server --workers 2` stopped by a signal to its whole process group, as systemd's default
-KillMode, dumb-init, `tini -g`, `timeout` and terminals send it: in-flight requests finish, exit 0, no
-traceback (flagproxy/serving.py)."""
+KillMode, dumb-init, `tini -g`, `timeout` and terminals send it, or to its main process alone (`kill <pid>`):
+in-flight requests finish, exit 0, no traceback (flagproxy/serving.py)."""
 
 from __future__ import annotations
 
@@ -20,9 +20,10 @@ from tests.server.harness import CLIENT_TOKEN, base_env, free_port
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.parametrize("target", ["group", "main"])
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_stop_signal_to_the_process_group_under_load_stops_the_server_cleanly(
-    tmp_path: Path, signum: int
+    tmp_path: Path, signum: int, target: str
 ) -> None:
     port = free_port()
     log = tmp_path / "server.log"
@@ -67,7 +68,7 @@ def test_a_stop_signal_to_the_process_group_under_load_stops_the_server_cleanly(
         for thread in threads:
             thread.start()
         time.sleep(1.0)
-        os.killpg(process.pid, signum)
+        (os.killpg if target == "group" else os.kill)(process.pid, signum)
         process.wait(timeout=30)
         stop.set()
         for thread in threads:

@@ -9,9 +9,11 @@ def blueprints() -> list[Blueprint]:
     from flagproxy.server.routes import (
         access,
         client,
+        edge,
         environments,
         events,
         features,
+        frontend,
         groups,
         health,
         invites,
@@ -45,5 +47,8 @@ def blueprints() -> list[Blueprint]:
         segments.bp,
         usage.bp,
         client.bp,
+        frontend.bp,
+        edge.bulk,
+        edge.bp,
         health.bp,
     ]
