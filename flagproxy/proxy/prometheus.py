@@ -128,7 +128,7 @@ class RequestMetrics:
 
     # ---- the hot path ---------------------------------------------------------------------------------
 
-    def observe(self, route: str, handler: Handler, label: Callable[[Any], str] | None = None) -> Handler:
+    def observe(self, route: str, handler: Handler, label: Callable[[Any], str] | None = None) -> Any:
         """`handler`, counted under `route` (or under `label(request)` when given: the fallback tells
         preflights from unknown paths). Disabled: `handler` itself, nothing added to a request."""
         if not self.enabled:
