@@ -4,6 +4,7 @@ Every process of an instance (each worker, and the main process that runs the sy
 into prometheus_client's multiprocess files, in the `prometheus/` folder of the instance (leader.py); a
 scrape, on whichever worker it lands, reads them all with `MultiProcessCollector`, so N workers add up and
 a replaced worker's counts stay in the sums. The folder is emptied when the instance starts.
+`flagproxy edge` (one process) counts its routes with the same `RequestMetrics`, in a folder of its own.
 
 The hot path pays for a handler wrapper only: two clock reads, a bisect and three additions to slotted
 cells bound once per route (no label lookup, no allocation but the float of the duration). The cells are
