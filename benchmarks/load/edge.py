@@ -10,8 +10,9 @@ then for each scenario it loads them one after the other with the same requests:
 - post-unique, post-rotating, get-query: the proxy's /proxy with a client key, the edges' /api/frontend
   with a frontend token (the edge's figure over the proxy's is the issue's "within 10%");
 - client-features: the edges' /api/client/features with a client token, the baseline serving the same
-  bytes (the "0.85x of the fixed-body baseline"); the N-environment edge is loaded with one environment's
-  token (its per-environment figure over the one-environment edge's);
+  bytes (the "0.85x of the fixed-body baseline");
+- the N-environment edge is loaded with another environment's tokens in each scenario, so each of its
+  rows is one environment's throughput, over the one-environment edge's;
 - key-rotation (Edge's benchmark shape): 150 concurrent clients, each request a new random token, for the
   run's duration; every answer must be 401/403, and the upstream must have been asked about each token at
   most once. Latencies are reported (p50, p95, p99), not asserted: speed is measured here, not in tests.
@@ -44,7 +45,6 @@ from benchmarks.load.runner import Options, measure, stderr_log
 from benchmarks.load.scenarios import SCENARIOS_BY_NAME, Scenario
 from benchmarks.load.targets import RunDirectory, Target, start_baseline, start_flagproxy, start_upstream
 
-FRONTEND_TOKEN = "*:development.load-frontend"
 FRONTEND_SCENARIOS = ("post-unique", "post-rotating", "get-query")
 START_TIMEOUT = 60.0
 ROTATION_CLIENTS = 150
@@ -54,9 +54,16 @@ def client_token(environment: str) -> str:
     return f"*:{environment}.load-client"
 
 
+def frontend_token(environment: str) -> str:
+    return f"*:{environment}.load-frontend"
+
+
+def environment_names(count: int) -> list[str]:
+    return ["development"] + [f"environment-{i}" for i in range(1, count)]
+
+
 def start_edge(run: RunDirectory, upstream: Service, name: str, environments: int) -> Target:
-    names = ["development"] + [f"environment-{i}" for i in range(1, environments)]
-    tokens = ",".join(client_token(e) for e in names)
+    tokens = ",".join(client_token(e) for e in environment_names(environments))
 
     def build(port: int) -> tuple[list[str], dict[str, str]]:
         env = run.env(PORT=str(port), INTERFACE="127.0.0.1")
@@ -74,11 +81,11 @@ def start_edge(run: RunDirectory, upstream: Service, name: str, environments: in
     return Target(name, run.launch(name, build, wait), "sanic")
 
 
-def edge_scenario(name: str) -> Scenario:
+def edge_scenario(name: str, environment: str = "development") -> Scenario:
     if name == "client-features":
         base = SCENARIOS_BY_NAME[name]
-        return replace(base, path="/api/client/features", token=client_token("development"))
-    return replace(SCENARIOS_BY_NAME[name], path="/api/frontend", token=FRONTEND_TOKEN)
+        return replace(base, path="/api/client/features", token=client_token(environment))
+    return replace(SCENARIOS_BY_NAME[name], path="/api/frontend", token=frontend_token(environment))
 
 
 async def _rotation(port: int, seconds: float) -> dict[str, Any]:
@@ -156,17 +163,22 @@ def run(args: argparse.Namespace) -> int:
         services.append(edge_one.service)
         edge_many = start_edge(directory, upstream, f"edge-{args.environments}env", args.environments)
         services.append(edge_many.service)
-        for name in FRONTEND_SCENARIOS:
+        # The N-environment edge is loaded with another environment's token in each scenario, so every
+        # figure of it is one environment's, and not always the first one's.
+        others = environment_names(args.environments)[1:] or ["development"]
+        for index, name in enumerate(FRONTEND_SCENARIOS):
+            many = edge_scenario(name, others[index % len(others)])
             pairs = [
                 (proxy, SCENARIOS_BY_NAME[name]),
                 (edge_one, edge_scenario(name)),
-                (edge_many, edge_scenario(name)),
+                (edge_many, many),
             ]
             rows += [
                 measure(t, probe(t, s, args.flags), args.flags, options, directory, stderr_log)
                 for t, s in pairs
             ]
         features = edge_scenario("client-features")
+        many_features = edge_scenario("client-features", others[-1])
         edge_probe = probe(edge_one, features, args.flags)
         if edge_probe.typical is not None:
             baseline = start_baseline(directory, [baseline_route(features, edge_probe.typical)], 1)
@@ -176,7 +188,12 @@ def run(args: argparse.Namespace) -> int:
         rows.append(measure(edge_one, edge_probe, args.flags, options, directory, stderr_log))
         rows.append(
             measure(
-                edge_many, probe(edge_many, features, args.flags), args.flags, options, directory, stderr_log
+                edge_many,
+                probe(edge_many, many_features, args.flags),
+                args.flags,
+                options,
+                directory,
+                stderr_log,
             )
         )
         stderr_log(

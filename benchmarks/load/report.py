@@ -27,6 +27,8 @@ class Row:
     # CPU time the target's process group used per request in the measured run: less swayed than req/s
     # by other work on a shared machine, so small costs (the Prometheus series) still show.
     cpu_us_per_request: float | None = None
+    # --prometheus-off's paired rows: this row's req/s over its partner's, both loaded at the same time.
+    paired_ratio: float | None = None
     note: str | None = None
 
 
@@ -50,6 +52,8 @@ def markdown(runs: list[FlagRun]) -> str:
     for run in runs:
         for row in run.rows:
             ratio = f"{row.ratio_to_baseline:.2f}x" if row.ratio_to_baseline is not None else "-"
+            if row.paired_ratio is not None:
+                ratio = f"{row.paired_ratio:.3f}x of the pair"
             cpu = f"{row.cpu_us_per_request:.0f}" if row.cpu_us_per_request is not None else "-"
             lines.append(
                 f"| {row.flags} | {row.scenario} | {row.target} | {row.requests_per_s:,.0f} "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,6 +108,9 @@ def run_flags(flags: int, options: Options, root: Path, log: Callable[[str], Non
                 rows.append(Row(flags, scenario.name, "node", errors=1, note=node_error))
             _set_ratios(rows)
             result.rows += rows
+            if options.prometheus_off:
+                pair = [t for t in loaded if t.name in ("flagproxy", "flagproxy-prometheus-off")]
+                result.rows += measure_paired(pair, probes, scenario, flags, options, run, log, settle)
         for target in targets:
             result.rss_mib[target.name] = _rss(target)
     finally:
@@ -114,6 +118,34 @@ def run_flags(flags: int, options: Options, root: Path, log: Callable[[str], Non
             service.stop()
             result.stopped_cleanly[service.name] = service.stopped_cleanly
     return result
+
+
+def measure_paired(
+    pair: list[Target],
+    probes: dict[tuple[str, str], Probe],
+    scenario: Scenario,
+    flags: int,
+    options: Options,
+    run: RunDirectory,
+    log: Callable[[str], None],
+    settle: Callable[[], None],
+) -> list[Row]:
+    """The proxy with its series on and with them off, loaded at the same time by two wrk runs: they share
+    the machine, so whatever else runs on it weighs on both alike, and the ratio of their req/s is what
+    the series cost (run one after the other, they swing by tens of percent on a shared machine)."""
+    settle()
+    with ThreadPoolExecutor(len(pair)) as pool:
+        futures = [
+            pool.submit(measure, target, probes[target.name, scenario.name], flags, options, run, log)
+            for target in pair
+        ]
+        rows = [future.result() for future in futures]
+    for row, other in zip(rows, reversed(rows), strict=True):
+        row.target += " (paired)"
+        if row.requests_per_s and other.requests_per_s and not row.errors:
+            row.paired_ratio = round(row.requests_per_s / other.requests_per_s, 3)
+    log(f"[{flags} flags] {scenario.name} paired: series on / off = {rows[0].paired_ratio}")
+    return rows
 
 
 def measure(

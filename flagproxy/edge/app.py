@@ -12,6 +12,8 @@ import asyncio
 import contextlib
 import ipaddress
 import itertools
+import shutil
+import tempfile
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -29,6 +31,7 @@ from flagproxy.proxy.cors import CorsPolicy
 from flagproxy.proxy.errors import ClientError
 from flagproxy.proxy.etag import none_match
 from flagproxy.proxy.logger import make_logger
+from flagproxy.proxy.prometheus import RequestMetrics, preflight_or_fallback
 from flagproxy.proxy.trust import client_address
 from flagproxy.serving import guard_worker_signals
 
@@ -60,6 +63,10 @@ class EdgeApp:
         self.answer = self._make_answer()
         self.connect_via = {"appName": s.app_name, "instanceId": s.instance_id}  # added to registrations
         self.tasks: list[asyncio.Task[Any]] = []
+        # Requests by route and status and their durations, as `flagproxy proxy` counts them
+        # (flagproxy/proxy/prometheus.py), served with the other series at /internal-backstage/metrics.
+        self.request_metrics = RequestMetrics(enabled=True)
+        self.series_directory: str | None = None
 
         app = Sanic(f"flagproxy-edge-{next(_numbers)}", configure_logging=False)
         app.config.AUTO_EXTEND = False
@@ -74,8 +81,11 @@ class EdgeApp:
         if s.allow_list or s.deny_list:
             app.register_middleware(self._address_check, "request")
         handlers: tuple[tuple[type[Exception], Any], ...] = (
-            (NotFound, self._fallback),
-            (MethodNotAllowed, self._fallback),
+            (NotFound, self.request_metrics.observe("fallback", self._fallback, label=preflight_or_fallback)),
+            (
+                MethodNotAllowed,
+                self.request_metrics.observe("fallback", self._fallback, label=preflight_or_fallback),
+            ),
             (PayloadTooLarge, self._too_large),
             (BadRequest, self._bad_http),
             (Exception, self._unexpected),
@@ -116,9 +126,13 @@ class EdgeApp:
 
     def _route(self, path: str, methods: list[str], handler: Handler) -> None:
         name = f"{'_'.join(methods)}{path}".replace("/", "_").replace("<", "").replace(">", "").lower()
-        self.app.add_route(handler, path, methods=methods, name=name, strict_slashes=False)
+        label = path.removeprefix(self.settings.base_path) or "/"  # a route template: bounded
+        observed = self.request_metrics.observe(label, handler)
+        self.app.add_route(observed, path, methods=methods, name=name, strict_slashes=False)
 
     async def _start(self, app: Sanic) -> None:
+        self.series_directory = tempfile.mkdtemp(prefix="flagproxy-edge-series-")  # one process: its own
+        self.request_metrics.start(self.series_directory)
         if self.sync is not None:
             await self.sync.start()
         if self.offline_source is not None:
@@ -132,6 +146,9 @@ class EdgeApp:
                 await task
         if self.sync is not None:
             await self.sync.stop()
+        await self.request_metrics.stop()
+        if self.series_directory is not None:
+            shutil.rmtree(self.series_directory, ignore_errors=True)
 
     @property
     def ready(self) -> bool:

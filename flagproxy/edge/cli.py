@@ -131,6 +131,11 @@ def _serve(settings: EdgeSettings, source: Any) -> int:
     from flagproxy.serving import serve as run_workers
 
     app = create_app(settings, source)
+    app.ctx.edge.logger.info(
+        f"flagproxy edge ({settings.mode}) is listening on {settings.interface}:{settings.port}"
+        + ("" if settings.mode == OFFLINE else f", upstream {settings.upstream_url}, "
+           + ("dynamic" if settings.dynamic else "strict") + " tokens")
+    )  # fmt: skip
     app.prepare(
         host=settings.interface,
         port=settings.port,

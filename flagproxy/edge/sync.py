@@ -54,6 +54,7 @@ class Feed:
             on_update=self._update,
             on_not_modified=self._not_modified,
             logger=logger,
+            token_label=f"the --tokens token {masked(token.secret)}",
         )
         self.task: asyncio.Task[None] | None = None
         self.last_refresh: str | None = None
@@ -121,6 +122,7 @@ class EdgeSync:
         if feed is not None:
             return feed
         feed = self.feeds[token.scope] = Feed(token, self.settings, self.scopes, self.logger)
+        self.logger.info(f"Syncing {scope_name(feed.scope)} with {masked(token.secret)}")
         self.scopes.add_feed(feed.scope)
         if self.scopes.restore(feed.scope):
             self.logger.info(f"Serving {scope_name(feed.scope)} from the backup until the upstream answers")

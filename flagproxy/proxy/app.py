@@ -36,7 +36,7 @@ from flagproxy.proxy.leader import Instance, build_sync, stop_sync
 from flagproxy.proxy.logger import make_logger
 from flagproxy.proxy.openapi import build_openapi
 from flagproxy.proxy.prometheus import CONTENT_TYPE as PROMETHEUS_TYPE
-from flagproxy.proxy.prometheus import RequestMetrics
+from flagproxy.proxy.prometheus import RequestMetrics, preflight_or_fallback
 from flagproxy.proxy.response_cache import ResponseCache
 from flagproxy.proxy.schemas import check_metrics, check_register
 from flagproxy.proxy.settings import ProxySettings
@@ -128,7 +128,7 @@ class _ProxyApp:
         # Requests by route and status, durations (flagproxy/proxy/prometheus.py): each handler wrapped once.
         self.metrics = RequestMetrics(s.enable_prometheus)
         self._add_routes()
-        fallback = self.metrics.observe("fallback", self._fallback, label=_fallback_label)
+        fallback = self.metrics.observe("fallback", self._fallback, label=preflight_or_fallback)
         app.error_handler.add(NotFound, fallback)
         app.error_handler.add(MethodNotAllowed, fallback)
         app.error_handler.add(PayloadTooLarge, self.metrics.observe("error", self._too_large))
@@ -518,10 +518,6 @@ class _ProxyApp:
         self.logger.error(f"Unexpected error on {request.method} {request.path}: {exception!r}")
         body = orjson.dumps(r.whoops(str(exception)))
         return r.DatedResponse(body, status=500, content_type=r.JSON)
-
-
-def _fallback_label(request: Request) -> str:
-    return "preflight" if request.method == "OPTIONS" else "fallback"
 
 
 def _vary(cors: dict[str, str]) -> str:

@@ -4,6 +4,7 @@ Every process of an instance (each worker, and the main process that runs the sy
 into prometheus_client's multiprocess files, in the `prometheus/` folder of the instance (leader.py); a
 scrape, on whichever worker it lands, reads them all with `MultiProcessCollector`, so N workers add up and
 a replaced worker's counts stay in the sums. The folder is emptied when the instance starts.
+`flagproxy edge` (one process) counts its routes with the same `RequestMetrics`, in a folder of its own.
 
 The hot path pays for a handler wrapper only: two clock reads, a bisect and three additions to slotted
 cells bound once per route (no label lookup, no allocation but the float of the duration). The cells are
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import os
 import secrets
 import time
@@ -127,7 +129,7 @@ class RequestMetrics:
 
     # ---- the hot path ---------------------------------------------------------------------------------
 
-    def observe(self, route: str, handler: Handler, label: Callable[[Any], str] | None = None) -> Handler:
+    def observe(self, route: str, handler: Handler, label: Callable[[Any], str] | None = None) -> Any:
         """`handler`, counted under `route` (or under `label(request)` when given: the fallback tells
         preflights from unknown paths). Disabled: `handler` itself, nothing added to a request."""
         if not self.enabled:
@@ -157,19 +159,32 @@ class RequestMetrics:
         bounds = DURATION_BUCKETS
         fixed = cells_for(route) if label is None else None
 
-        async def observed(request: Any, *args: Any) -> Any:
-            started = clock()
-            response = await handler(request, *args)
-            elapsed = clock() - started
+        def count(request: Any, response: Any, elapsed: float) -> None:
             name, statuses, buckets, total = fixed or cells_for(label(request))  # type: ignore[misc]
             status = response.status
             cell = statuses.get(status) or status_cell(name, statuses, status)
             cell.value += 1
             buckets[bisect_left(bounds, elapsed)].value += 1
             total.value += elapsed
+
+        if len(inspect.signature(handler).parameters) == 1:
+            # The request alone (every toggle route): no *args/**kwargs to pack on the hot path.
+            async def observed(request: Any) -> Any:
+                started = clock()
+                response = await handler(request)
+                count(request, response, clock() - started)
+                return response
+
+            return observed
+
+        async def observed_with_arguments(request: Any, *args: Any, **kwargs: Any) -> Any:
+            # Error handlers get the exception; routes with <parameters> get them as keywords.
+            started = clock()
+            response = await handler(request, *args, **kwargs)
+            count(request, response, clock() - started)
             return response
 
-        return observed
+        return observed_with_arguments
 
     # ---- per-flag usage, every hand-off (cold) --------------------------------------------------------
 
@@ -230,11 +245,23 @@ class RequestMetrics:
         body = node_series(store.last_update_ms, store.last_fetch_ms)
         if not self.enabled or self.directory is None:
             return body
+        return body + b"\n" + self.series_text(_StoreCollector(store))
+
+    def series_text(self, *more: Any) -> bytes:
+        """Every process's series (and `more` collectors'), in the text format; b"" before `start`."""
+        if not self.enabled or self.directory is None:
+            return b""
         self.flush()  # this worker's latest; the others' are at most FLUSH_SECONDS old
         registry = CollectorRegistry(auto_describe=False)
         MultiProcessCollector(registry, path=self.directory)
-        registry.register(_StoreCollector(store))
-        return body + b"\n" + generate_latest(registry)
+        for collector in more:
+            registry.register(collector)
+        return generate_latest(registry)
+
+
+def preflight_or_fallback(request: Any) -> str:
+    """The label of what a router did not match: CORS preflights apart from unknown paths."""
+    return "preflight" if request.method == "OPTIONS" else "fallback"
 
 
 def node_series(last_update_ms: int, last_fetch_ms: int) -> bytes:

@@ -98,7 +98,7 @@ def _opt(key, spec, env, aliases, default, kind, help_, required=False, default_
 # fmt: off
 OPTIONS: tuple[Option, ...] = (
     _opt("service_url", "serviceUrl", ["SERVICE_URL"], ["UNLEASH_URL"], None, "str",
-         "API address of the upstream server, e.g. http://unleash:4242/api", True),
+         "API address of the upstream server, e.g. http://unleash:4242/api (no user:password in it)", True),
     _opt("service_api_token", "serviceApiToken", ["SERVICE_API_TOKEN"], ["UNLEASH_API_TOKEN"], None, "secret",
          "client-type API token used to read from the upstream", True),
     _opt("client_keys", "clientKeys", ["SERVICE_PROXY_CLIENT_KEYS"], ["UNLEASH_PROXY_CLIENT_KEYS"],
@@ -350,6 +350,14 @@ class _Loader:
             raise ConfigError(f"SERVICE_URL: {values['service_url']!r} is not an http:// or https:// URL")
         if values["exp_bootstrap_url"] and not _is_http_url(values["exp_bootstrap_url"]):
             raise ConfigError(f"EXP_BOOTSTRAP_URL: {values['exp_bootstrap_url']!r} is not an http(s) URL")
+        # The upstream client sends the token as the Authorization header, which a user:password in the URL
+        # would contradict (aiohttp refuses every request); said at start, without echoing the password.
+        for key, name in (("service_url", "SERVICE_URL"), ("exp_bootstrap_url", "EXP_BOOTSTRAP_URL")):
+            if values[key] and _has_credentials(values[key]):
+                raise ConfigError(
+                    f"{name}: a user or password in the URL is not supported; the upstream is authorized by "
+                    f"{'SERVICE_API_TOKEN' if key == 'service_url' else 'EXP_BOOTSTRAP_AUTHORIZATION'}"
+                )
         self.check_range("port", values, 1, 65535)
         self.check_range("refresh_interval", values, 1, None)
         self.check_range("metrics_interval", values, 0, None)
@@ -507,6 +515,11 @@ def _parse_bool(label: str, raw: str) -> bool:
     if value in _FALSE:
         return False
     raise ConfigError(f"{label}: {raw!r} is not a boolean (true or false)")
+
+
+def _has_credentials(url: str) -> bool:
+    parts = urlsplit(url.strip())
+    return parts.username is not None or parts.password is not None
 
 
 def _is_http_url(url: str) -> bool:

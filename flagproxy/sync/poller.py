@@ -38,8 +38,10 @@ class Poller:
         on_not_modified: Callable[[], None],
         logger: Any,
         on_result: Callable[[FetchResult, bool], None] | None = None,
+        token_label: str = "the API token (SERVICE_API_TOKEN)",
     ) -> None:
         self.source = source
+        self.token_label = token_label  # how a refusal names the token (the edge polls with several)
         self.interval_ms = interval_ms
         self.on_update = on_update
         self.on_not_modified = on_not_modified
@@ -99,7 +101,7 @@ class Poller:
         once = "(said once until it changes)"
         if failure.kind == "auth":
             self.logger.error(
-                f"Upstream {url} {failure.reason}: the API token (SERVICE_API_TOKEN) is not allowed to read "
+                f"Upstream {url} {failure.reason}: {self.token_label} is not allowed to read "
                 f"features. Still serving the last good flags; retrying every {self.next_delay_ms()} ms "
                 + once
             )

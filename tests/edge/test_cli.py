@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -11,7 +12,7 @@ from flagproxy.edge.settings import EDGE, OFFLINE, OPTIONS
 from tests.edge.conftest import DEV_CLIENT, DEV_FRONTEND
 from tests.edge.harness import edge
 from tests.http.loopback import free_port
-from tests.server.harness import ServerProcess
+from tests.server.harness import ServerProcess, base_env
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -92,7 +93,7 @@ def test_start_up_tokens_the_upstream_refuses_stop_the_start(upstream_server: Se
     assert "test-frontend-secret" not in frontend.stderr
 
 
-def test_not_ready_until_the_upstream_answers_then_ready(upstream_server: ServerProcess) -> None:
+def test_not_ready_until_the_upstream_answers_then_ready(tmp_path: Path) -> None:
     port = free_port()
     # The upstream is not there yet: the edge starts, is healthy, and says it is not ready.
     process = edge(f"http://127.0.0.1:{port}", [DEV_CLIENT])
@@ -106,7 +107,7 @@ def test_not_ready_until_the_upstream_answers_then_ready(upstream_server: Server
         assert health.returncode == 0, health
     finally:
         process.stop()
-    upstream = ServerProcess(dict(upstream_server.env), port=port, log_path=None)
+    upstream = ServerProcess(base_env(DATABASE_PATH=str(tmp_path / "flags.db")), port=port, log_path=None)
     process = edge(f"http://127.0.0.1:{port}", [DEV_CLIENT])
     try:
         process.wait_listening()

@@ -177,6 +177,8 @@ def test_bad_input_is_a_4xx(running: EdgeProcess) -> None:
     status, _, body = running.get("/api/frontend?properties[a][b]=c", DEV_FRONTEND)
     assert status == 400
     assert running.get("/nowhere")[0] == 404
+    assert running.request("DELETE", "/api/frontend", DEV_FRONTEND)[0] == 405
+    assert running.get("/api/frontend", DEV_FRONTEND, headers={"X-Big": "x" * 20_000})[0] == 431
 
 
 def test_health_ready_and_backstage(running: EdgeProcess) -> None:
@@ -252,3 +254,32 @@ def test_multi_project_tokens(upstream_server: ServerProcess) -> None:
         assert status == 200 and names(body) == {"everywhere"}
     finally:
         process.stop()
+
+
+def test_backstage_metrics_count_requests_by_route_and_status(running: EdgeProcess) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def samples() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        status, _, body = running.get("/internal-backstage/metrics")
+        assert status == 200
+        return {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(body.decode())
+            for s in family.samples
+        }
+
+    def requests(route: str, status: str) -> float:
+        return samples().get(("flagproxy_http_requests_total", (("route", route), ("status", status))), 0.0)
+
+    before_ok, before_unauthorized = requests("/api/frontend", "200"), requests("/api/frontend", "401")
+    for _ in range(3):
+        assert running.get("/api/frontend", DEV_FRONTEND)[0] == 200
+    assert running.get("/api/frontend")[0] == 401
+    assert running.get("/nowhere")[0] == 404
+    # One process: its own counts are written before each scrape, so they are exact.
+    assert requests("/api/frontend", "200") == before_ok + 3
+    assert requests("/api/frontend", "401") == before_unauthorized + 1
+    assert requests("fallback", "404") >= 1
+    count = ("flagproxy_http_request_duration_seconds_count", (("route", "/api/frontend"),))
+    assert samples()[count] >= before_ok + 4
+    assert samples()[("edge_ready", ())] == 1  # the edge's own series are still there

@@ -21,7 +21,7 @@ import pytest
 from tests.edge.conftest import DEV_CLIENT, DEV_FRONTEND
 from tests.edge.harness import EdgeProcess, edge
 from tests.http.processes import Process
-from tests.server.harness import Api, ServerProcess
+from tests.server.harness import Api, ServerProcess, base_env
 
 SDK_FOLDER = Path(__file__).resolve().parent / "sdk"
 PROXY_KEY = "sdk-agreement-proxy-key"
@@ -80,7 +80,13 @@ def seed(api: Api) -> None:
 
 
 @pytest.fixture(scope="module")
-def targets(upstream_server: ServerProcess) -> Iterator[tuple[EdgeProcess, Process]]:
+def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EdgeProcess, Process]]:
+    # A server of its own: these flags must not show up in other tests' answers.
+    folder = tmp_path_factory.mktemp("sdk-agreement")
+    upstream_server = ServerProcess(
+        base_env(DATABASE_PATH=str(folder / "flags.db")), log_path=str(folder / "log")
+    )
+    upstream_server.start()
     seed(upstream_server.api())
     edge_process = edge(upstream_server.url, [DEV_CLIENT])
     proxy = Process(
@@ -101,6 +107,7 @@ def targets(upstream_server: ServerProcess) -> Iterator[tuple[EdgeProcess, Proce
     finally:
         edge_process.stop()
         proxy.stop()
+        upstream_server.stop()
 
 
 def decide(sdk: str, url: str, token: str, *, post: bool = False) -> list[dict[str, list[Any]]]:

@@ -185,3 +185,18 @@ def test_one_fetch_per_environment_when_a_token_covers_another(
     assert {r["token"] for r in stub.received("/api/client/features")} == {DEV_CLIENT}
     status, _, body = process.get("/api/client/features", narrow)  # cut from the broader feed
     assert status == 200 and [f["name"] for f in orjson.loads(body)["features"]] == ["dev-flag"]
+
+
+def test_a_sync_token_refused_later_keeps_the_last_flags_and_says_which(
+    stub: CountingUpstream, started: list[EdgeProcess]
+) -> None:
+    process = start(started, stub)
+    polls = len(stub.received("/api/client/features"))
+    del stub.tokens[DEV_CLIENT]  # the upstream answers 403 to its polls from now on
+    stub.wait_for("/api/client/features", polls + 1)
+    status, _, body = process.get("/api/frontend", DEV_FRONTEND)
+    assert status == 200 and flag_names(body) == {"dev-flag"}  # the last good flags
+    started.remove(process)
+    said = "".join(process.stop())
+    assert "the --tokens token *:development.**** is not allowed to read features" in said
+    assert "sync-secret" not in said

@@ -86,3 +86,10 @@ def test_the_page_sends_the_key_in_the_configured_header_under_the_base_path(pro
     assert proxy.get("/flags/proxy/status.json", headers={"X-Flag-Key": KEY})[0] == 200
     assert proxy.get("/flags/proxy/status.json", key=KEY)[0] == 200  # the harness sends the configured one
     assert proxy.get("/flags/proxy/status.json", headers={"Authorization": KEY})[0] == 401
+
+
+def test_without_prometheus_the_data_says_so_and_tells_the_rest(proxy_factory):
+    proxy = proxy_factory(enable_prometheus=False)
+    data = json.loads(proxy.get("/proxy/status.json", key=KEY)[2])
+    assert data["requests_total"] is None and data["usage"] is None  # the page shows "off"
+    assert data["ready"] is True and data["flags"] == sorted(f["name"] for f in SAMPLE["features"])
