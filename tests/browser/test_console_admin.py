@@ -194,3 +194,23 @@ def test_a_person_makes_and_deletes_a_personal_access_token(console, browser):
     row.wait_for(state="detached")
     assert Api(console.server.port, secret).get("/api/admin/user").status == 401
     assert errors == []
+
+
+def test_environments_are_created_and_switched_by_an_admin_only(console, browser):
+    page, errors = browser.page()
+    console.sign_in(page, console.admin_email, start="/console/environments")
+    name = unique("staging")
+    page.fill("#create-environment input[name=name]", name)
+    page.select_option("#create-environment select[name=type]", "test")
+    with page.expect_navigation():
+        page.click("#create-environment button[type=submit]")
+    created = console.api.get(f"/api/admin/environments/{name}").json()
+    assert created["type"] == "test" and created["sortOrder"] == 10 and created["enabled"] is True
+    with page.expect_navigation():
+        page.click(f"#environments tr[data-environment='{name}'] input.switch")
+    assert console.api.get(f"/api/admin/environments/{name}").json()["enabled"] is False
+    viewer, viewer_errors = browser.page()
+    console.sign_in(viewer, console.viewer_email, start="/console/environments")
+    assert viewer.locator("#create-environment").count() == 0
+    assert viewer.locator(f"#environments tr[data-environment='{name}'] input.switch").is_disabled()
+    assert errors == [] and viewer_errors == []

@@ -16,6 +16,7 @@ PAGES = [
     "/console/projects/default/flags/table?q=x",
     "/console/projects/default/access",
     "/console/archive",
+    "/console/environments",
     "/console/playground",
     "/console/playground/results?environment=development&userId=u1",
     "/console/segments",

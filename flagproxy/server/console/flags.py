@@ -1,5 +1,5 @@
 """Projects, a project's flags (a table with an on/off switch per environment, search by name and tag,
-create, archive) and the archive (revive).
+create, archive), the archive (revive) and the environments (create, switch on and off).
 
 The table is also a fragment (`.../flags/table`) that htmx swaps in when the search changes or after a
 switch moved, so the page never reloads for either."""
@@ -15,7 +15,7 @@ from flagproxy.server.routes.common import require_project, tag_filter
 from flagproxy.server.schemas import CreateFeatureBody
 from flagproxy.server.storage import catalog as catalog_rows
 from flagproxy.server.storage import projects as project_rows
-from flagproxy.server.views import feature_json, project_feature_list, project_json
+from flagproxy.server.views import environment_json, feature_json, project_feature_list, project_json
 
 bp = Blueprint("console_flags")
 # The flag types the create form offers: exactly those the admin API's body accepts.
@@ -82,3 +82,11 @@ async def archive(request: Request) -> HTTPResponse:
         catalog = catalog_rows.load(tx, include_archived=True)
     flags = [feature_json(catalog, f) for f in catalog.features if f["archived"]]
     return html(request, "archive.html", flags=flags)
+
+
+@bp.get("/console/environments")
+@signed_in
+async def environments(request: Request) -> HTTPResponse:
+    with request.app.ctx.db.transaction(read_only=True) as tx:
+        shown = [environment_json(row) for row in project_rows.environments(tx)]
+    return html(request, "environments.html", environments=shown)
