@@ -167,12 +167,22 @@ class RequestMetrics:
             buckets[bisect_left(bounds, elapsed)].value += 1
             total.value += elapsed
 
-        if len(inspect.signature(handler).parameters) == 1:
-            # The request alone (every toggle route): no *args/**kwargs to pack on the hot path.
+        if fixed is not None and len(inspect.signature(handler).parameters) == 1:
+            # The request alone, under a fixed route (every toggle route): the counting inlined, no
+            # *args/**kwargs to pack and no second call on the hot path.
+            name, statuses, buckets, total = fixed
+
             async def observed(request: Any) -> Any:
                 started = clock()
                 response = await handler(request)
-                count(request, response, clock() - started)
+                elapsed = clock() - started
+                status = response.status
+                cell = statuses.get(status)
+                if cell is None:
+                    cell = status_cell(name, statuses, status)
+                cell.value += 1
+                buckets[bisect_left(bounds, elapsed)].value += 1
+                total.value += elapsed
                 return response
 
             return observed
