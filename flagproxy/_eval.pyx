@@ -858,6 +858,7 @@ cdef class Engine:
     cdef tuple _member_slots  # the slots with membership tests
     cdef Py_ssize_t n_members
     cdef list keep  # owns every object the tables point to
+    cdef bytes _blob  # every fragment, end to end: the tables' Fragment.data point into it
     cdef Flag* _flags
     cdef Strategy* _strategies
     cdef uint32_t* _constraint_ids
@@ -868,6 +869,9 @@ cdef class Engine:
     cdef Dependency* _dependencies
     cdef Fragment* _fragments
     cdef Py_ssize_t n_flags
+    # The other tables' lengths, for the image.
+    cdef Py_ssize_t _n_strategies, _n_constraint_refs, _n_lists, _n_variants, _n_overrides, _n_dependencies
+    cdef Py_ssize_t _n_fragments
     cdef int n_slots
     cdef Py_ssize_t n_constraints
     # Plans: the constraints whose answers make the key (those of enabled flags that _plan_constraint
@@ -907,6 +911,57 @@ cdef class Engine:
         free(self._fragments)
         free(self._plan_ids)
         free(self._in_plan)
+
+    # The image: the built tables as bytes, for the sync to build once and every worker to load ---------
+
+    def __reduce__(self):
+        """Pickles as its image: each table's bytes, with every pointer in them replaced by the object it
+        points to (pickle keeps shared objects shared) or, for fragments, by an offset into the blob.
+        Loading one allocates the tables and the objects the walk reads, and nothing else: no payload to
+        parse, no model to build and free, so a worker's memory is what it keeps (flagproxy/image.py)."""
+        cdef Py_ssize_t i, n_strategies, n_variants, n_dependencies, n_fragments
+        cdef Fragment* offsets
+        cdef const char* base = PyBytes_AS_STRING(self._blob)
+        n_strategies = self._n_strategies
+        n_variants = self._n_variants
+        n_dependencies = self._n_dependencies
+        n_fragments = self._n_fragments
+        offsets = <Fragment*>_table(n_fragments, sizeof(Fragment))
+        try:
+            for i in range(n_fragments):
+                offsets[i].data = <const char*>(self._fragments[i].data - base)
+                offsets[i].size = self._fragments[i].size
+            fragments = PyBytes_FromStringAndSize(<char*>offsets, n_fragments * sizeof(Fragment))
+        finally:
+            free(offsets)
+        image = (
+            _IMAGE_LAYOUT,
+            self.names,
+            self._named,
+            self.slot_names,
+            self.member_index,
+            self.n_members,
+            self._blob,
+            PyBytes_FromStringAndSize(<char*>self._flags, self.n_flags * sizeof(Flag)),
+            PyBytes_FromStringAndSize(<char*>self._strategies, n_strategies * sizeof(Strategy)),
+            PyBytes_FromStringAndSize(<char*>self._constraint_ids, self._n_constraint_refs * sizeof(uint32_t)),
+            PyBytes_FromStringAndSize(<char*>self._constraints, self.n_constraints * sizeof(Constraint)),
+            PyBytes_FromStringAndSize(<char*>self._lists, self._n_lists * sizeof(VariantList)),
+            PyBytes_FromStringAndSize(<char*>self._variants, n_variants * sizeof(Variant)),
+            PyBytes_FromStringAndSize(<char*>self._overrides, self._n_overrides * sizeof(Override)),
+            PyBytes_FromStringAndSize(<char*>self._dependencies, n_dependencies * sizeof(Dependency)),
+            fragments,
+            PyBytes_FromStringAndSize(<char*>self._plan_ids, self.n_plan_ids * sizeof(uint32_t)),
+            PyBytes_FromStringAndSize(<char*>self._in_plan, self.n_constraints * sizeof(uint8_t)),
+            self.planning,
+            tuple(<object>self._constraints[i].values for i in range(self.n_constraints)),
+            tuple(None if self._strategies[i].extra == NULL else <object>self._strategies[i].extra
+                  for i in range(n_strategies)),
+            tuple(<object>self._variants[i].name for i in range(n_variants)),
+            tuple(None if self._dependencies[i].variants == NULL else <object>self._dependencies[i].variants
+                  for i in range(n_dependencies)),
+        )
+        return (_engine_from_image, (image,))
 
     # Building the tables (once per snapshot) ---------------------------------------------------------
 
@@ -967,6 +1022,13 @@ cdef class Engine:
         self._overrides = <Override*>_table(n_overrides, sizeof(Override))
         self._dependencies = <Dependency*>_table(n_dependencies, sizeof(Dependency))
         self._fragments = <Fragment*>_table(len(fragments), sizeof(Fragment))
+        self._n_strategies = n_strategies
+        self._n_constraint_refs = len(keys)
+        self._n_lists = n_lists
+        self._n_variants = n_variants
+        self._n_overrides = n_overrides
+        self._n_dependencies = n_dependencies
+        self._n_fragments = len(fragments)
 
         for i, c in enumerate(unique):
             self._fill_constraint(&self._constraints[i], c, self._slot(slots, c.field, c.prop))
@@ -980,6 +1042,7 @@ cdef class Engine:
         main_line = b",".join(f.enabled_list[0] for f in flags)
         blob = main_line + b"".join(fragment for f in flags for fragment in (*f.enabled_list[1:], f.disabled_all))
         self._own(blob)
+        self._blob = blob
         cdef const char* main_at = PyBytes_AS_STRING(blob)
         cdef const char* rest_at = main_at + len(main_line)
         i = 0
@@ -1571,3 +1634,89 @@ cdef class Engine:
             out += parts[i].size
         memcpy(out, PyBytes_AS_STRING(suffix), PyBytes_GET_SIZE(suffix))
         return body
+
+
+# The image (Engine.__reduce__) ---------------------------------------------------------------------------
+
+# What an image's tables were laid out by: an image made by another build of this module is refused, and
+# its loader falls back to compiling the document (flagproxy/image.py).
+_IMAGE_LAYOUT = (
+    1,
+    sizeof(Flag),
+    sizeof(Strategy),
+    sizeof(Constraint),
+    sizeof(VariantList),
+    sizeof(Variant),
+    sizeof(Override),
+    sizeof(Dependency),
+    sizeof(Fragment),
+)
+
+
+cdef void* _table_from(bytes data, size_t size, Py_ssize_t* count) except NULL:
+    """A new table holding `data`, which must be whole `size`-byte rows; their number goes to `count`."""
+    cdef Py_ssize_t length = PyBytes_GET_SIZE(data)
+    if length % size:
+        raise ValueError("a snapshot image with a broken table")
+    count[0] = length // size
+    cdef void* table = _table(count[0], size)
+    memcpy(table, PyBytes_AS_STRING(data), length)
+    return table
+
+
+def _engine_from_image(tuple image):
+    """The Engine an image (Engine.__reduce__) was made of, with its own tables and no plans yet."""
+    cdef Engine engine = Engine.__new__(Engine)
+    cdef Py_ssize_t i, count
+    cdef const char* base
+    (layout, names, named, slot_names, member_index, n_members, blob, flags, strategies, constraint_ids,
+     constraints, lists, variants, overrides, dependencies, fragments, plan_ids, in_plan, planning,
+     constraint_values, strategy_extras, variant_names, dependency_variants) = image
+    if layout != _IMAGE_LAYOUT:
+        raise ValueError("a snapshot image of another build")
+    engine.names = names
+    engine.index = {name: i for i, name in enumerate(names)}
+    engine._named = named
+    engine.slot_names = slot_names
+    engine.n_slots = len(slot_names)
+    engine.member_index = member_index
+    engine._member_slots = tuple(slot for slot in range(engine.n_slots) if member_index[slot])
+    engine.n_members = n_members
+    # The tuples own what the tables point to, as `keep` does for a built engine.
+    engine.keep = [blob, constraint_values, strategy_extras, variant_names, dependency_variants]
+    engine._blob = blob
+    engine._flags = <Flag*>_table_from(flags, sizeof(Flag), &engine.n_flags)
+    engine._strategies = <Strategy*>_table_from(strategies, sizeof(Strategy), &engine._n_strategies)
+    engine._constraint_ids = <uint32_t*>_table_from(constraint_ids, sizeof(uint32_t), &engine._n_constraint_refs)
+    engine._constraints = <Constraint*>_table_from(constraints, sizeof(Constraint), &engine.n_constraints)
+    engine._lists = <VariantList*>_table_from(lists, sizeof(VariantList), &engine._n_lists)
+    engine._variants = <Variant*>_table_from(variants, sizeof(Variant), &engine._n_variants)
+    engine._overrides = <Override*>_table_from(overrides, sizeof(Override), &engine._n_overrides)
+    engine._dependencies = <Dependency*>_table_from(dependencies, sizeof(Dependency), &engine._n_dependencies)
+    engine._fragments = <Fragment*>_table_from(fragments, sizeof(Fragment), &engine._n_fragments)
+    engine._plan_ids = <uint32_t*>_table_from(plan_ids, sizeof(uint32_t), &engine.n_plan_ids)
+    engine._in_plan = <uint8_t*>_table_from(in_plan, sizeof(uint8_t), &count)
+    if (len(names) != engine.n_flags or len(named) != engine.n_flags or count != engine.n_constraints
+            or len(constraint_values) != engine.n_constraints or len(strategy_extras) != engine._n_strategies
+            or len(variant_names) != engine._n_variants or len(dependency_variants) != engine._n_dependencies):
+        raise ValueError("a snapshot image whose parts disagree")
+    for i in range(engine.n_constraints):
+        engine._constraints[i].values = <PyObject*>constraint_values[i]
+    for i in range(engine._n_strategies):
+        extra = strategy_extras[i]
+        engine._strategies[i].extra = NULL if extra is None else <PyObject*>extra
+    for i in range(engine._n_variants):
+        engine._variants[i].name = <PyObject*>variant_names[i]
+    for i in range(engine._n_dependencies):
+        wanted = dependency_variants[i]
+        engine._dependencies[i].variants = NULL if wanted is None else <PyObject*>wanted
+    base = PyBytes_AS_STRING(blob)
+    for i in range(engine._n_fragments):
+        if <Py_ssize_t>engine._fragments[i].data + engine._fragments[i].size > PyBytes_GET_SIZE(blob):
+            raise ValueError("a snapshot image with a fragment outside its blob")
+        engine._fragments[i].data = base + <Py_ssize_t>engine._fragments[i].data
+    engine.planning = planning
+    engine.plan_bytes_limit = PLAN_BYTES_LIMIT
+    engine._plans = {}
+    engine._plan_seen = set()
+    return engine

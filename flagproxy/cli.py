@@ -13,6 +13,7 @@ import sys
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "proxy": ("flagproxy.proxy.cli", "run the evaluation proxy (SPEC.md configuration)"),
     "server": ("flagproxy.server.cli", "run the flag server (admin and client API)"),
+    "edge": ("flagproxy.edge.cli", "run a drop-in for Unleash Edge (Edge's options; offline, health, ready)"),
     "demo": ("flagproxy.demo", "run a server with sample flags and a proxy in front of it"),
 }
 

@@ -1,9 +1,9 @@
 """`flagproxy demo`: a flag server on a fresh SQLite file with sample flags, and a proxy in front of it.
 
-It prints the URLs, the keys and three curl commands that show evaluation, then runs until Ctrl-C (or
-SIGTERM), when it stops both processes and removes the temporary database. It exits 0 only when both
-stopped cleanly. Both parts run as child processes exactly as `flagproxy server` and `flagproxy proxy`
-would, so what the demo shows is what a deployment does.
+It prints the URLs (the proxy's status page too), the keys and four curl commands that show
+evaluation, then runs until Ctrl-C (or SIGTERM), when it stops both processes and removes the temporary
+database. It exits 0 only when both stopped cleanly. Both parts run as child processes exactly as
+`flagproxy server` and `flagproxy proxy` would, so what the demo shows is what a deployment does.
 """
 
 from __future__ import annotations
@@ -61,7 +61,8 @@ def admin_call(base_url: str, token: str, method: str, path: str, body: Any = No
 
 
 def seed(base_url: str, admin_token: str) -> list[str]:
-    """Create the sample flags; return their names. Every flag is on in `development`."""
+    """Create the sample flags; return their names. Every flag but payments-kill-switch is on in
+    `development`; welcome-banner is on for any context, the empty one too."""
     call: Callable[..., Any] = lambda method, path, body=None: admin_call(  # noqa: E731
         base_url, admin_token, method, path, body
     )
@@ -130,8 +131,18 @@ def seed(base_url: str, admin_token: str) -> list[str]:
     call("POST", f"{features}/checkout-upsell/dependencies", {"feature": "new-checkout", "enabled": True})
     create("payments-kill-switch", "an operational off switch, currently off", "kill-switch")
     strategy("payments-kill-switch", {"name": "default"})
+    # On for every context, the empty one included, so the very first request shows a flag.
+    create("welcome-banner", "on for everyone: the first request, with no context at all, shows it")
+    strategy("welcome-banner", {"name": "default"})
 
-    names = ["new-checkout", "beta-banner", "dark-mode", "premium-search", "checkout-upsell"]
+    names = [
+        "welcome-banner",
+        "new-checkout",
+        "beta-banner",
+        "dark-mode",
+        "premium-search",
+        "checkout-upsell",
+    ]
     for flag in names:
         call("POST", f"{features}/{flag}/environments/development/on")
     return [*names, "payments-kill-switch"]
@@ -187,24 +198,51 @@ def invite_link(base_url: str, admin_token: str) -> str:
     return str(created["url"])
 
 
+def console_login(base_url: str, admin_token: str) -> tuple[str, str]:
+    """An Admin who can sign in to the web console: (username, password), new on every run (a database
+    given with --database may hold the one of an earlier run)."""
+    username = f"admin-{secrets.token_hex(2)}"
+    password = f"Demo-{secrets.token_hex(6)}-7!"  # upper, lower, digit and special: the strength rule
+    admin_call(
+        base_url,
+        admin_token,
+        "POST",
+        "/api/admin/user-admin",
+        {"email": f"{username}@example.com", "username": username, "password": password, "rootRole": 1},
+    )
+    return username, password
+
+
 def _instructions(
-    server: str, proxy: str, keys: DemoKeys, flags: list[str], database: str, invite: str
+    server: str,
+    proxy: str,
+    keys: DemoKeys,
+    flags: list[str],
+    database: str,
+    invite: str,
+    login: tuple[str, str],
 ) -> str:
     return f"""
 flagproxy demo is running.
 
   flag server   {server}      (admin API, client API, docs at {server}/docs/openapi)
+  console       {server}/console
+  login         {login[0]}   (an Admin of the console)
+  password      {login[1]}
   proxy         {proxy}/proxy
+  status page   {proxy}/proxy/status#key={keys.client_key}   (open it in a browser)
   database      {database}
 
   admin token   {keys.admin_token}
-  invite link   {invite}   (sign up as a Viewer: POST {{email, name, password}} to /invite/<secret>/signup)
+  invite link   {invite}   (open it in a browser to sign up as a Viewer)
   client token  {keys.client_token}   (what the proxy reads the server with)
   proxy key     {keys.client_key}
 
   sample flags  {", ".join(flags)}
 
 Try:
+
+  curl -H 'Authorization: {keys.client_key}' {proxy}/proxy
 
   curl -H 'Authorization: {keys.client_key}' '{proxy}/proxy?userId=alice'
 
@@ -264,7 +302,8 @@ def main(argv: list[str]) -> int:
         )  # fmt: skip
         wait_until_up(f"{proxy_url}/proxy/health", proxy, "proxy")
         invite = invite_link(server_url, keys.admin_token)
-        print(_instructions(server_url, proxy_url, keys, flags, shown_database, invite), flush=True)
+        login = console_login(server_url, keys.admin_token)
+        print(_instructions(server_url, proxy_url, keys, flags, shown_database, invite, login), flush=True)
         while not stopping:
             if server.poll() is not None or proxy.poll() is not None:
                 print("flagproxy demo: a child process exited; stopping", file=sys.stderr)

@@ -48,6 +48,7 @@ _log = logging.getLogger("flagproxy.snapshot")
 
 class Snapshot:
     __slots__ = (
+        "engine",
         "evaluate_all_body",
         "evaluate_named_body",
         "get_variant",
@@ -66,6 +67,7 @@ class Snapshot:
         # The full features document: the payload itself, or a delta's events applied to an empty state.
         self.state = state
         self.warnings = tuple(warnings)
+        self.engine = engine  # what flagproxy/image.py saves for the workers
         self.names: tuple[str, ...] = engine.names
         self.implementation: str = engine.implementation
         self.is_enabled = engine.is_enabled

@@ -57,17 +57,24 @@ def test_the_sync_code_never_imports_the_proxy() -> None:
     assert _violations(_files("sync"), ["flagproxy.proxy", "flagproxy.server", "sanic"]) == []
 
 
-def test_the_server_shares_only_the_wire_format_with_the_proxy() -> None:
+def test_the_server_shares_only_the_wire_format_and_the_engine_with_the_proxy() -> None:
+    # The frontend API evaluates with the engine, through compile_snapshot only.
     forbidden = [
         "flagproxy.proxy",
         "flagproxy.sync",
-        "flagproxy.snapshot",
+        "flagproxy.edge",
         "flagproxy.compiler",
         "flagproxy.evaluator",
         "flagproxy._eval",
         "flagproxy._eval_py",
     ]
     assert _violations(_files("server"), forbidden) == []
+    users = [p.name for p in _files("server") if "flagproxy.snapshot" in _imports(p)]
+    assert users == ["frontend_snapshots.py"]
+
+
+def test_the_proxy_and_the_server_never_import_the_edge() -> None:
+    assert _violations(_files("proxy", "sync", "server"), ["flagproxy.edge"]) == []
 
 
 def test_the_rules_see_real_imports() -> None:

@@ -50,6 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     add("--peer-node", action="store_true", help=f"also load @unleash/proxy@{node.VERSION} (installed once)")
+    add(
+        "--prometheus-off",
+        action="store_true",
+        help="also load a flagproxy with ENABLE_PROMETHEUS=false, in the same run: what the series cost",
+    )
     add("--smoke", action="store_true", help="a few seconds a scenario, 50 flags: CI's check that it runs")
     add("--keep", action="store_true", help="keep the run's directory (logs, wrk scripts) even on success")
     return parser
@@ -93,6 +98,7 @@ def parse_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         wrk=wrk.WrkOptions(args.threads, args.connections, args.timeout),
         peer_node=args.peer_node,
         memory_workers=memory_workers,
+        prometheus_off=args.prometheus_off,
     )
 
 
@@ -122,6 +128,7 @@ def machine(options: Options) -> dict[str, Any]:
             "duration_s": options.duration,
             "warmup_s": options.warmup,
             "memory_workers": list(options.memory_workers),
+            "prometheus_off": options.prometheus_off,
         },
     }
 

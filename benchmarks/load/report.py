@@ -24,6 +24,11 @@ class Row:
     requests: int = 0
     response_bytes: int | None = None  # the typical answer's body, as probed
     ratio_to_baseline: float | None = None
+    # CPU time the target's process group used per request in the measured run: less swayed than req/s
+    # by other work on a shared machine, so small costs (the Prometheus series) still show.
+    cpu_us_per_request: float | None = None
+    # --prometheus-off's paired rows: this row's req/s over its partner's, both loaded at the same time.
+    paired_ratio: float | None = None
     note: str | None = None
 
 
@@ -41,15 +46,18 @@ def failed(runs: list[FlagRun]) -> bool:
 
 def markdown(runs: list[FlagRun]) -> str:
     lines = [
-        "| flags | scenario | target | req/s | p50 ms | p99 ms | errors | vs baseline |",
-        "|---:|---|---|---:|---:|---:|---:|---:|",
+        "| flags | scenario | target | req/s | p50 ms | p99 ms | errors | vs baseline | CPU µs/req |",
+        "|---:|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for run in runs:
         for row in run.rows:
             ratio = f"{row.ratio_to_baseline:.2f}x" if row.ratio_to_baseline is not None else "-"
+            if row.paired_ratio is not None:
+                ratio = f"{row.paired_ratio:.3f}x of the pair"
+            cpu = f"{row.cpu_us_per_request:.0f}" if row.cpu_us_per_request is not None else "-"
             lines.append(
                 f"| {row.flags} | {row.scenario} | {row.target} | {row.requests_per_s:,.0f} "
-                f"| {_ms(row.p50_ms)} | {_ms(row.p99_ms)} | {row.errors} | {ratio} |"
+                f"| {_ms(row.p50_ms)} | {_ms(row.p99_ms)} | {row.errors} | {ratio} | {cpu} |"
             )
     lines += ["", "| flags | target | RSS per worker MiB | main process MiB |", "|---:|---|---|---:|"]
     for run in runs:

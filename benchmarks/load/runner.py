@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.load import wrk
 from benchmarks.load.probe import Probe, baseline_route, probe
-from benchmarks.load.processes import QUIET_TIMEOUT, Service, rss_mib, wait_until_quiet
+from benchmarks.load.processes import QUIET_TIMEOUT, Service, group_cpu_seconds, rss_mib, wait_until_quiet
 from benchmarks.load.report import FlagRun, Row
 from benchmarks.load.scenarios import Scenario
 from benchmarks.load.targets import (
@@ -43,6 +44,7 @@ class Options:
     wrk: wrk.WrkOptions
     peer_node: bool
     memory_workers: tuple[int, ...] = ()  # instance RSS runs (benchmarks/load/memory.py)
+    prometheus_off: bool = False  # also a flagproxy with ENABLE_PROMETHEUS=false: the series' cost
 
 
 def run_flags(flags: int, options: Options, root: Path, log: Callable[[str], None]) -> FlagRun:
@@ -56,6 +58,14 @@ def run_flags(flags: int, options: Options, root: Path, log: Callable[[str], Non
         services.append(proxy.service)
         targets = [proxy]
         probes = {(proxy.name, s.name): probe(proxy, s, flags) for s in options.scenarios}
+        if options.prometheus_off:
+            log(f"[{flags} flags] starting flagproxy with ENABLE_PROMETHEUS=false")
+            quiet = start_flagproxy(
+                run, services[0], options.workers, "flagproxy-prometheus-off", ENABLE_PROMETHEUS="false"
+            )
+            services.append(quiet.service)
+            targets.append(quiet)
+            probes.update({(quiet.name, s.name): probe(quiet, s, flags) for s in options.scenarios})
 
         routes = [
             baseline_route(s, probes[(proxy.name, s.name)].typical)
@@ -98,6 +108,9 @@ def run_flags(flags: int, options: Options, root: Path, log: Callable[[str], Non
                 rows.append(Row(flags, scenario.name, "node", errors=1, note=node_error))
             _set_ratios(rows)
             result.rows += rows
+            if options.prometheus_off:
+                pair = [t for t in loaded if t.name in ("flagproxy", "flagproxy-prometheus-off")]
+                result.rows += measure_paired(pair, probes, scenario, flags, options, run, log, settle)
         for target in targets:
             result.rss_mib[target.name] = _rss(target)
     finally:
@@ -105,6 +118,34 @@ def run_flags(flags: int, options: Options, root: Path, log: Callable[[str], Non
             service.stop()
             result.stopped_cleanly[service.name] = service.stopped_cleanly
     return result
+
+
+def measure_paired(
+    pair: list[Target],
+    probes: dict[tuple[str, str], Probe],
+    scenario: Scenario,
+    flags: int,
+    options: Options,
+    run: RunDirectory,
+    log: Callable[[str], None],
+    settle: Callable[[], None],
+) -> list[Row]:
+    """The proxy with its series on and with them off, loaded at the same time by two wrk runs: they share
+    the machine, so whatever else runs on it weighs on both alike, and the ratio of their req/s is what
+    the series cost (run one after the other, they swing by tens of percent on a shared machine)."""
+    settle()
+    with ThreadPoolExecutor(len(pair)) as pool:
+        futures = [
+            pool.submit(measure, target, probes[target.name, scenario.name], flags, options, run, log)
+            for target in pair
+        ]
+        rows = [future.result() for future in futures]
+    for row, other in zip(rows, reversed(rows), strict=True):
+        row.target += " (paired)"
+        if row.requests_per_s and other.requests_per_s and not row.errors:
+            row.paired_ratio = round(row.requests_per_s / other.requests_per_s, 3)
+    log(f"[{flags} flags] {scenario.name} paired: series on / off = {rows[0].paired_ratio}")
+    return rows
 
 
 def measure(
@@ -131,7 +172,9 @@ def measure(
     settle()  # the machine quiet first: nothing left over from the run before takes CPU from this one
     if options.warmup > 0:
         wrk.run(script, target.service.port, options.warmup, options.wrk)
+    cpu_before = group_cpu_seconds(target.service.process.pid)
     out = wrk.run(script, target.service.port, options.duration, options.wrk)
+    cpu_used = group_cpu_seconds(target.service.process.pid) - cpu_before
     if wrk.counts_statuses(probed.workload):
         statuses = out["statuses"]
     else:  # only wrk's count of statuses over 399 (benchmarks/load/wrk.py says why)
@@ -147,6 +190,7 @@ def measure(
     row.requests = out["requests"]
     row.requests_per_s = round(out["requests"] / (out["duration_us"] / 1e6), 1)
     if out["requests"]:
+        row.cpu_us_per_request = round(cpu_used / out["requests"] * 1e6, 1)
         row.p50_ms = out["p50_us"] / 1000
         row.p99_ms = out["p99_us"] / 1000
     else:

@@ -88,7 +88,10 @@ def start_upstream(run: RunDirectory, flags: int) -> Service:
     return run.launch("upstream", build, lambda s: s.wait_until(lambda: _full_answers(s) >= 0, START_TIMEOUT))
 
 
-def start_flagproxy(run: RunDirectory, upstream: Service, workers: int) -> Target:
+def start_flagproxy(
+    run: RunDirectory, upstream: Service, workers: int, name: str = "flagproxy", **options: str
+) -> Target:
+    """`flagproxy proxy --workers N`; `options` are more of its variables (ENABLE_PROMETHEUS=false)."""
     fetched_before = _full_answers(upstream)
 
     def build(port: int) -> tuple[list[str], dict[str, str]]:
@@ -99,12 +102,13 @@ def start_flagproxy(run: RunDirectory, upstream: Service, workers: int) -> Targe
             EXP_SERVER_SIDE_SDK_CONFIG_TOKENS=SERVER_TOKEN,
             PORT=str(port),
             PROXY_HOST="127.0.0.1",
+            **options,
         )
         return [sys.executable, "-m", "flagproxy", "proxy", "--workers", str(workers)], env
 
     # One sync per instance: one full fetch, whatever the number of workers.
-    service = run.launch("flagproxy", build, lambda s: _wait_ready(s, upstream, fetched_before + 1))
-    return Target("flagproxy", service, "sanic")
+    service = run.launch(name, build, lambda s: _wait_ready(s, upstream, fetched_before + 1))
+    return Target(name, service, "sanic")
 
 
 def start_baseline(run: RunDirectory, routes: list[dict], workers: int) -> Target:

@@ -6,7 +6,10 @@
 the poller's If-None-Match matches, so the proxies' 5-second refreshes cost next to nothing while wrk runs.
 Register and metrics posts are accepted and dropped. `GET /stats` says how many full (200) feature
 answers went out: every proxy worker fetches once when it starts, so the harness knows when all of them
-have their snapshot. A separate process, so its work is not counted against the harness or the proxies.
+have their snapshot. For `flagproxy edge` (benchmarks/load/edge.py) it also answers `POST /edge/validate`:
+a token `<project>:<environment>.load-<anything>` is valid (a frontend token when it says `frontend`),
+every other is not; `/stats` counts the tokens it was asked about and how many of them were distinct.
+A separate process, so its work is not counted against the harness or the proxies.
 """
 
 from __future__ import annotations
@@ -34,7 +37,25 @@ def create_app(flags: int) -> web.Application:
         return web.Response(body=body, content_type="application/json", headers={"ETag": etag})
 
     async def stats(request: web.Request) -> web.Response:
-        return web.json_response({"full_answers": full_answers})
+        distinct = len(set(asked))
+        return web.json_response(
+            {"full_answers": full_answers, "tokens_asked": len(asked), "distinct_tokens_asked": distinct}
+        )
+
+    asked: list[str] = []
+
+    async def validate(request: web.Request) -> web.Response:
+        tokens = orjson.loads(await request.read())["tokens"]
+        asked.extend(tokens)
+        valid = []
+        for token in tokens:
+            scope, _, secret = token.partition(".")
+            project, _, environment = scope.partition(":")
+            if secret.startswith("load-") and environment:
+                kind = "frontend" if "frontend" in secret else "client"
+                scope_json = {"type": kind, "environment": environment, "projects": [project]}
+                valid.append({"token": token, **scope_json})
+        return web.json_response({"tokens": valid})
 
     async def accepted(request: web.Request) -> web.Response:
         await request.read()
@@ -44,6 +65,8 @@ def create_app(flags: int) -> web.Application:
     app.router.add_get("/api/client/features", features)
     app.router.add_post("/api/client/metrics", accepted)
     app.router.add_post("/api/client/register", accepted)
+    app.router.add_post("/api/client/metrics/bulk", accepted)
+    app.router.add_post("/edge/validate", validate)
     app.router.add_get("/stats", stats)
     return app
 

@@ -35,9 +35,12 @@ from flagproxy.proxy.follower import Follower
 from flagproxy.proxy.leader import Instance, build_sync, stop_sync
 from flagproxy.proxy.logger import make_logger
 from flagproxy.proxy.openapi import build_openapi
+from flagproxy.proxy.prometheus import CONTENT_TYPE as PROMETHEUS_TYPE
+from flagproxy.proxy.prometheus import RequestMetrics, preflight_or_fallback
 from flagproxy.proxy.response_cache import ResponseCache
 from flagproxy.proxy.schemas import check_metrics, check_register
 from flagproxy.proxy.settings import ProxySettings
+from flagproxy.proxy.status_page import page_body, status_document
 from flagproxy.proxy.store import SnapshotStore
 from flagproxy.proxy.trust import client_address
 from flagproxy.request_class import Request as FlagproxyRequest
@@ -122,12 +125,15 @@ class _ProxyApp:
             ResponseCache(cache_bytes) if cache_bytes and not s.exp_custom_enrichers else None
         )
         self._answer = self._make_answer()
+        # Requests by route and status, durations (flagproxy/proxy/prometheus.py): each handler wrapped once.
+        self.metrics = RequestMetrics(s.enable_prometheus)
         self._add_routes()
-        app.error_handler.add(NotFound, self._fallback)
-        app.error_handler.add(MethodNotAllowed, self._fallback)
-        app.error_handler.add(PayloadTooLarge, self._too_large)
-        app.error_handler.add(BadRequest, self._bad_http)
-        app.error_handler.add(Exception, self._unexpected)
+        fallback = self.metrics.observe("fallback", self._fallback, label=preflight_or_fallback)
+        app.error_handler.add(NotFound, fallback)
+        app.error_handler.add(MethodNotAllowed, fallback)
+        app.error_handler.add(PayloadTooLarge, self.metrics.observe("error", self._too_large))
+        app.error_handler.add(BadRequest, self.metrics.observe("error", self._bad_http))
+        app.error_handler.add(Exception, self.metrics.observe("error", self._unexpected))
         app.register_listener(self._start, "before_server_start")
         app.register_listener(self._stop, "after_server_stop")
         guard_worker_signals(app)
@@ -148,6 +154,10 @@ class _ProxyApp:
         self._route(p + "/client/features", get, "client_features", self._client_features)
         self._route(p + "/health", get, "health", self._health)
         self._route(p + "/internal-backstage/prometheus", get, "prometheus", self._prometheus)
+        if self.settings.enable_status_page:
+            self.status_body = page_body(base, self.settings.client_keys_header_name)
+            self._route(p + "/status", get, "status_page", self._status_page)
+            self._route(p + "/status.json", get, "status_json", self._status_json)
         if self.settings.enable_oas:
             spec = build_openapi(base, self.settings.client_keys_header_name)
             self.openapi_body = orjson.dumps(spec)
@@ -156,8 +166,9 @@ class _ProxyApp:
             self._route(base + "/docs/openapi", get, "openapi_page", self._openapi_page)
 
     def _route(self, path: str, methods: list[str], name: str, handler: Handler) -> None:
-        self.app.add_route(handler, path, methods=methods, name=name, strict_slashes=False)
-        for method in methods:
+        observed = self.metrics.observe(name, handler)
+        self.app.add_route(observed, path, methods=methods, name=name, strict_slashes=False)
+        for method in methods:  # any-case spellings, through the fallback (counted as "fallback")
             self.routes[(method, path.lower())] = handler
 
     async def _start(self, app: Sanic) -> None:
@@ -170,6 +181,7 @@ class _ProxyApp:
         else:
             app.ctx.sync = None
         assert self.instance is not None
+        self.metrics.start(self.instance.series_directory)
         self.follower = Follower(
             self.store,
             self.instance.publication,
@@ -179,6 +191,7 @@ class _ProxyApp:
             parent_pid=self.parent_pid,
             on_orphaned=lambda: app.stop(terminate=False),
             hand_off_usage=self.settings.metrics_interval > 0,
+            on_usage=self._count_usage if self.settings.enable_prometheus else None,
         )
         self.follower.load()  # before the first connection: a late worker serves the current revision
         self.following = asyncio.get_running_loop().create_task(self.follower.run())
@@ -190,6 +203,7 @@ class _ProxyApp:
                 await self.following
         if self.follower is not None:
             self.follower.stop()  # hands over what was counted since the last handoff
+        await self.metrics.stop()
         if self.sync is not None and self.instance is not None:
             await stop_sync(self.sync, self.instance)  # and, with the sync here, sends it
         if self.runs_sync and self.instance is not None:
@@ -394,28 +408,35 @@ class _ProxyApp:
             return r.DatedResponse(status=304, headers={**self._cors(request), "ETag": r.ETAGS[r.HEALTH_OK]})
         return response
 
+    def _count_usage(self, counts: Any) -> None:
+        self.metrics.count_usage(counts, self.store.current)
+
     async def _prometheus(self, request: Request) -> HTTPResponse:
         if not self.store.ready:
             return self._not_ready(request)
-        body = (
-            "# HELP last_metrics_update_epoch_timestamp_ms An epoch timestamp (in milliseconds) set to when "
-            "the proxy last got an update from upstream\n"
-            "# TYPE last_metrics_update_epoch_timestamp_ms gauge\n"
-            f"last_metrics_update_epoch_timestamp_ms {self.store.last_update_ms}\n\n"
-            "# HELP last_metrics_fetch_epoch_timestamp_ms An epoch timestamp (in milliseconds) set to when "
-            "the proxy last checked upstream (regardless if there was an update or not)\n"
-            "# TYPE last_metrics_fetch_epoch_timestamp_ms gauge\n"
-            f"last_metrics_fetch_epoch_timestamp_ms {self.store.last_fetch_ms}\n\n"
-            "# HELP unleash_proxy_up Indication that the service is up.\n"
-            "# TYPE unleash_proxy_up counter\n"
-            "unleash_proxy_up 1\n"
-        ).encode()
+        body = self.metrics.render(self.store)
         cors = self._cors(request)
         return r.DatedResponse(
             body,
             headers={**cors, "ETag": weak_etag(body), "Vary": _vary(cors), "Keep-Alive": r.KEEP_ALIVE},
-            content_type="text/plain; charset=utf-8; version=0.0.4",
+            content_type=PROMETHEUS_TYPE,
         )
+
+    async def _status_page(self, request: Request) -> HTTPResponse:
+        if not self.store.ready:
+            return self._not_ready(request)
+        return r.DatedResponse(self.status_body, content_type=r.HTML, headers={"Keep-Alive": r.KEEP_ALIVE})
+
+    async def _status_json(self, request: Request) -> HTTPResponse:
+        """The status page's data: it names every flag, so it needs a client key, as /proxy does."""
+        if not self.store.ready:
+            return self._not_ready(request)
+        if not self.client_keys.accepts(request.headers.get(self.settings.client_keys_header_name)):
+            return self._unauthorized(request)
+        assert self.instance is not None
+        body = status_document(self.settings, self.store, self.instance.series_directory)
+        headers = {**self._cors(request), "Cache-Control": "no-store", "Keep-Alive": r.KEEP_ALIVE}
+        return r.DatedResponse(body, content_type=r.JSON, headers=headers)
 
     async def _openapi_json(self, request: Request) -> HTTPResponse:
         if not self.store.ready:

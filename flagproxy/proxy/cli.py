@@ -114,7 +114,7 @@ def _worker_app(options: dict[str, Any], instance_directory: str, parent_pid: in
 def serve(settings: ProxySettings, options: dict[str, Any], workers: int) -> int:
     from sanic.worker.loader import AppLoader
 
-    from flagproxy.proxy.leader import Instance, LeaderThread, instance_directory
+    from flagproxy.proxy.leader import Instance, InstanceFolderError, LeaderThread, instance_directory
     from flagproxy.proxy.logger import make_logger
     from flagproxy.serving import defer_stop_signals
     from flagproxy.serving import serve as run_workers
@@ -123,6 +123,11 @@ def serve(settings: ProxySettings, options: dict[str, Any], workers: int) -> int
     for warning in settings.warnings:
         logger.warn(warning)
     directory = instance_directory(settings)
+    try:
+        Instance.create(directory)  # checked before any process starts: one clear line if it is not ours
+    except InstanceFolderError as error:
+        print(f"flagproxy proxy: {error}", file=sys.stderr)
+        return 2
     instance = None
     if workers == 1:
         loader = AppLoader(factory=partial(_worker_app, options, directory, None))

@@ -5,14 +5,15 @@ Every worker (and the single process of `--workers 1` or of create_app) runs one
 - `load()` before the worker listens: the document the sync last published, if any, so a worker that
   starts late (one that replaces a dead worker) serves the instance's current revision from its first
   request. Until something is published the store is empty and every route answers 503.
-- `run()` afterwards: every `WATCH_SECONDS` one `stat` of the published file; a new document is compiled
-  and swapped in. Every `HANDOFF_SECONDS` the usage counted since is written to the spool for the sync's
-  metrics sender. When the process that started this worker is gone (the main process was killed), the
-  worker stops itself rather than serve an ever older snapshot on a port a new instance may want.
+- `run()` afterwards: every `WATCH_SECONDS` one `stat` of the published file; a new revision is loaded
+  (the image the sync compiled, or else the document, compiled here) and swapped in. Every
+  `HANDOFF_SECONDS` the usage counted since is written to the spool for the sync's metrics sender. When
+  the process that started this worker is gone (the main process was killed), the worker stops itself
+  rather than serve an ever older snapshot on a port a new instance may want.
 - `stop()` when the worker stops: the last handoff, so nothing counted is lost.
 
-Every worker compiles the same bytes with the same engine, so identical requests get byte-identical
-bodies and ETags from every worker, and the store's revision is the sync's.
+Every worker loads the same image (or compiles the same bytes) with the same engine, so identical requests
+get byte-identical bodies and ETags from every worker, and the store's revision is the sync's.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from flagproxy.proxy.store import SnapshotStore
+from flagproxy.proxy.store import ImageError, SnapshotStore, return_free_memory
 from flagproxy.sync.publication import Publication
 from flagproxy.sync.spool import HANDOFF_SECONDS, UsageSpool
 from flagproxy.sync.usage import MetricsCollector
@@ -44,6 +45,7 @@ class Follower:
         parent_pid: int | None = None,
         on_orphaned: Callable[[], None] | None = None,
         hand_off_usage: bool = True,
+        on_usage: Callable[[Any], None] | None = None,
     ) -> None:
         self.store = store
         self.publication = publication
@@ -53,10 +55,17 @@ class Follower:
         self.parent_pid = parent_pid
         self.on_orphaned = on_orphaned
         self.hand_off_usage = hand_off_usage  # off with metrics off: no sender would ever collect them
+        self.on_usage = on_usage  # sees each hand-off's counts first (the per-flag Prometheus series)
         self.stamp: tuple[int, int] | None = None  # of the document the store holds
 
     def load(self) -> bool:
         """Install the published document if it is newer than the store's; whether it did."""
+        installed = self._load()
+        if installed:
+            return_free_memory()  # the published file's bytes (megabytes at 5000 flags) are gone by now
+        return installed
+
+    def _load(self) -> bool:
         stamp = self.publication.stamp()
         if stamp is None or stamp == self.stamp:
             return False
@@ -64,6 +73,15 @@ class Follower:
         if published is None:
             return False
         self.stamp = published.stamp  # a document that does not compile is not retried until replaced
+        if published.image is not None:
+            try:
+                at_ms = published.published_ms
+                self.store.install_image(
+                    published.image, published.source, revision=published.revision, at_ms=at_ms
+                )
+                return True
+            except ImageError as exc:
+                self.logger.warn(f"Compiling revision {published.revision} of the features here: {exc}")
         try:
             payload = orjson.loads(published.document)
             self.store.install(
@@ -75,10 +93,14 @@ class Follower:
         return True
 
     def hand_off(self) -> None:
-        if not self.hand_off_usage:
+        if not self.hand_off_usage and self.on_usage is None:
             return
         counts = self.collector.take()
-        if counts is not None:
+        if counts is None:
+            return
+        if self.on_usage is not None:
+            self.on_usage(counts)
+        if self.hand_off_usage:
             self.spool.hand_off(counts)
 
     async def run(self) -> None:

@@ -20,6 +20,7 @@ import contextlib
 import os
 import re
 import shutil
+import stat
 import tempfile
 import threading
 from typing import Any
@@ -47,17 +48,24 @@ class Instance:
         self.private = private  # no later instance will look here: removed whole
         self.publication = Publication(directory)
         self.spool = UsageSpool(directory)
+        # Every process's Prometheus samples (flagproxy/proxy/prometheus.py): emptied at start, so an
+        # instance's counters start from zero.
+        self.series_directory = os.path.join(directory, "prometheus")
 
     @classmethod
     def create(cls, directory: str | None = None) -> Instance:
         if directory is None:
-            return cls(tempfile.mkdtemp(prefix="flagproxy-instance-"), owned=True, private=True)
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        instance = cls(directory, owned=True)
-        instance._remove_all_but_usage()
+            instance = cls(tempfile.mkdtemp(prefix="flagproxy-instance-"), owned=True, private=True)
+        else:
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+            _make_private(directory)
+            instance = cls(directory, owned=True)
+            instance._remove_all_but_usage()
+        os.makedirs(instance.series_directory, mode=0o700, exist_ok=True)
         return instance
 
     def _remove_all_but_usage(self) -> None:
+        shutil.rmtree(self.series_directory, ignore_errors=True)
         for name in os.listdir(self.directory):
             if not name.endswith(USAGE_SUFFIX):
                 with contextlib.suppress(OSError):
@@ -73,6 +81,23 @@ class Instance:
         self._remove_all_but_usage()
         with contextlib.suppress(OSError):
             os.rmdir(self.directory)  # only when no usage is left in it
+
+
+class InstanceFolderError(PermissionError):
+    """The instance folder is not this user's alone; the message says what to do."""
+
+
+def _make_private(directory: str) -> None:
+    """Workers load what is in the folder, compiled images included (unpickled: flagproxy/image.py), and
+    $TMPDIR is shared: a folder another user made, or could write to, is refused or closed first."""
+    status = os.lstat(directory)
+    if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.geteuid():
+        raise InstanceFolderError(
+            f"the instance folder {directory} is owned by user {status.st_uid}, not by this user "
+            f"({os.geteuid()}), or is not a folder; remove it or set TMPDIR to a folder of your own"
+        )
+    if stat.S_IMODE(status.st_mode) != 0o700:
+        os.chmod(directory, 0o700)
 
 
 def instance_directory(settings: ProxySettings) -> str:
@@ -97,6 +122,8 @@ def stop_sync(sync: Any, instance: Instance) -> Any:
 def build_sync(settings: ProxySettings, instance: Instance, logger: Any, log_warnings: bool = True) -> Any:
     """The SyncService of `settings`, publishing into `instance`. Imported late: a worker that does not
     sync never loads the HTTP client."""
+    from flagproxy.proxy.prometheus import SyncMetrics
+    from flagproxy.proxy.store import compile_image, return_free_memory
     from flagproxy.sync.backup import FileStorageProvider
     from flagproxy.sync.service import SyncService
     from flagproxy.sync.upstream import UpstreamConfig, is_features_document
@@ -123,11 +150,26 @@ def build_sync(settings: ProxySettings, instance: Instance, logger: Any, log_war
         timeout_seconds=s.upstream_timeout / 1000,
     )
     publication = instance.publication
+    observed = s.enable_prometheus or s.enable_status_page  # both read what the sync's series say
 
     def publish(payload: Any, source: str) -> None:
         if not is_features_document(payload):
             raise ValueError("not a client features document (no `features` list)")
-        publication.publish(payload, source)
+        publication.publish(payload, source, compiled(payload))
+
+    def compiled(payload: Any) -> bytes | None:
+        """The document compiled once for every worker (flagproxy/image.py): a worker that loads it holds
+        what it serves and not what a compile leaves behind. Without it each worker compiles the document:
+        slower and bigger, still right."""
+        try:
+            image = compile_image(payload, custom_strategies=s.custom_strategies, logger=logger)
+            return_free_memory()  # what the compile freed: the main process serves nothing from it
+            return image
+        except ValueError:
+            raise  # not a features document: nothing is published
+        except Exception as exc:
+            logger.warn(f"The workers compile the features themselves: no image of them ({exc!r})")
+            return None
 
     return SyncService(
         config,
@@ -142,6 +184,7 @@ def build_sync(settings: ProxySettings, instance: Instance, logger: Any, log_war
         bootstrap_authorization=s.exp_bootstrap_authorization,
         metrics_jitter=s.metrics_jitter,
         custom_strategy_names=[st.name for st in s.custom_strategies],
+        observer=SyncMetrics(instance.series_directory) if observed else None,
     )
 
 

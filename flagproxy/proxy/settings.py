@@ -98,7 +98,7 @@ def _opt(key, spec, env, aliases, default, kind, help_, required=False, default_
 # fmt: off
 OPTIONS: tuple[Option, ...] = (
     _opt("service_url", "serviceUrl", ["SERVICE_URL"], ["UNLEASH_URL"], None, "str",
-         "API address of the upstream server, e.g. http://unleash:4242/api", True),
+         "API address of the upstream server, e.g. http://unleash:4242/api (no user:password in it)", True),
     _opt("service_api_token", "serviceApiToken", ["SERVICE_API_TOKEN"], ["UNLEASH_API_TOKEN"], None, "secret",
          "client-type API token used to read from the upstream", True),
     _opt("client_keys", "clientKeys", ["SERVICE_PROXY_CLIENT_KEYS"], ["UNLEASH_PROXY_CLIENT_KEYS"],
@@ -185,6 +185,12 @@ OPTIONS: tuple[Option, ...] = (
          "proxy server for upstream https:// requests (NO_PROXY honoured)"),
     _opt("response_cache_mb", "(none)", ["RESPONSE_CACHE_MB"], [], 32, "int",
          "memory for cached toggle answers per worker, MiB (0 = no response cache; flagproxy extension)"),
+    _opt("enable_prometheus", "(none)", ["ENABLE_PROMETHEUS"], [], True, "bool",
+         "serve every proxy series at /proxy/internal-backstage/prometheus, added up over the workers "
+         "(false: the Node proxy's three gauges only; flagproxy extension)"),
+    _opt("enable_status_page", "(none)", ["ENABLE_STATUS_PAGE"], [], True, "bool",
+         "serve the status page at /proxy/status (open; it holds no data) and its data at "
+         "/proxy/status.json (client key) (flagproxy extension)"),
     _opt("upstream_timeout", "(none)", ["UPSTREAM_TIMEOUT"], [], 10000, "int",
          "time allowed for one upstream request, whole body included, ms (the Node SDK's timeout; "
          "flagproxy extension)"),
@@ -274,6 +280,8 @@ class ProxySettings:
     https_proxy: str | None = None
     no_proxy: str | None = None
     response_cache_mb: int = 32
+    enable_prometheus: bool = True
+    enable_status_page: bool = True
     upstream_timeout: int = 10000
     exp_bootstrap_url: str | None = None
     exp_bootstrap_authorization: str | None = None
@@ -342,6 +350,14 @@ class _Loader:
             raise ConfigError(f"SERVICE_URL: {values['service_url']!r} is not an http:// or https:// URL")
         if values["exp_bootstrap_url"] and not _is_http_url(values["exp_bootstrap_url"]):
             raise ConfigError(f"EXP_BOOTSTRAP_URL: {values['exp_bootstrap_url']!r} is not an http(s) URL")
+        # The upstream client sends the token as the Authorization header, which a user:password in the URL
+        # would contradict (aiohttp refuses every request); said at start, without echoing the password.
+        for key, name in (("service_url", "SERVICE_URL"), ("exp_bootstrap_url", "EXP_BOOTSTRAP_URL")):
+            if values[key] and _has_credentials(values[key]):
+                raise ConfigError(
+                    f"{name}: a user or password in the URL is not supported; the upstream is authorized by "
+                    f"{'SERVICE_API_TOKEN' if key == 'service_url' else 'EXP_BOOTSTRAP_AUTHORIZATION'}"
+                )
         self.check_range("port", values, 1, 65535)
         self.check_range("refresh_interval", values, 1, None)
         self.check_range("metrics_interval", values, 0, None)
@@ -499,6 +515,11 @@ def _parse_bool(label: str, raw: str) -> bool:
     if value in _FALSE:
         return False
     raise ConfigError(f"{label}: {raw!r} is not a boolean (true or false)")
+
+
+def _has_credentials(url: str) -> bool:
+    parts = urlsplit(url.strip())
+    return parts.username is not None or parts.password is not None
 
 
 def _is_http_url(url: str) -> bool:

@@ -1,9 +1,13 @@
 """The one place the proxy talks to the engine: compile a payload, keep the current snapshot.
 
-`store.current` is read once per request; installing a new payload compiles it fully first and then
+`store.current` is read once per request; installing a new snapshot builds it fully first and then
 swaps one reference, so a request sees either the old snapshot or the new one, never a mix. Everything
-that does not depend on the request is done here, once per snapshot: the /proxy/client/features body
-and its ETag.
+that does not depend on the request is done once per snapshot: the /proxy/client/features body and its
+ETag.
+
+Two ways in: `install(payload)` compiles a document here; `install_image(image)` loads what the instance's
+sync compiled once for every worker (`compile_image`, flagproxy/image.py), which spares each worker the
+compile and the memory a compile leaves behind. Workers take the image and fall back to the document.
 
 A served snapshot keeps only what requests use: the engine (through its bound methods), the flag names
 and the features body. The payload, the hydrated state and the Snapshot object around them are dropped
@@ -22,16 +26,52 @@ from typing import Any
 import orjson
 
 from flagproxy.evaluator import CACHE_NEVER, CACHE_SNAPSHOT
+from flagproxy.image import ImageError, dump_image, load_image
 from flagproxy.proxy.etag import weak_etag
 from flagproxy.snapshot import compile_snapshot
 
 # How long an answer stays true (`valid_in`), re-exported for the response cache: the store is the proxy's
 # one door to the engine.
-__all__ = ["CACHE_NEVER", "CACHE_SNAPSHOT", "ServedSnapshot", "SnapshotStore"]
+__all__ = [
+    "CACHE_NEVER",
+    "CACHE_SNAPSHOT",
+    "ImageError",
+    "ServedSnapshot",
+    "SnapshotStore",
+    "compile_image",
+    "return_free_memory",
+]
+
+
+def features_body(state: Mapping[str, Any]) -> bytes:
+    """The /proxy/client/features body of a compiled snapshot's state: what server-side SDKs and other
+    proxies read. Unlike the Node proxy this keeps `segments`, so a downstream SDK can evaluate segment
+    constraints."""
+    document: dict[str, Any] = {"version": 2, "features": state.get("features", [])}
+    if "segments" in state:
+        document["segments"] = state["segments"]
+    return orjson.dumps(document)
+
+
+def compile_image(
+    payload: Mapping[str, Any], *, custom_strategies: Sequence[Any] = (), logger: Any = None
+) -> bytes:
+    """What an instance's sync publishes beside each document: it compiled once, for every worker to load
+    (flagproxy/image.py). Raises ValueError, as `install` does, if it is not a features document."""
+    _check_document(payload)
+    snapshot = compile_snapshot(payload, custom_strategies=custom_strategies, logger=logger)
+    return dump_image(snapshot.engine, features_body(snapshot.state), custom_strategies)
+
+
+def _check_document(payload: Any) -> None:
+    if not isinstance(payload, Mapping) or not (
+        isinstance(payload.get("features"), list) or isinstance(payload.get("events"), list)
+    ):
+        raise ValueError("not a client features document (no `features` list)")
 
 
 class ServedSnapshot:
-    """A compiled snapshot plus the per-snapshot response parts."""
+    """A compiled engine plus the per-snapshot response parts."""
 
     __slots__ = (
         "evaluate_all_body",
@@ -44,24 +84,18 @@ class ServedSnapshot:
         "source",
     )
 
-    def __init__(self, snapshot: Any, revision: int, source: str) -> None:
+    def __init__(self, engine: Any, features_body: bytes, revision: int, source: str) -> None:
         self.revision = revision
         self.source = source
-        self.names = snapshot.names
-        self.evaluate_all_body = snapshot.evaluate_all_body
-        self.evaluate_named_body = snapshot.evaluate_named_body
-        # What server-side SDKs and other proxies read. Unlike the Node proxy this keeps `segments`,
-        # so a downstream SDK can evaluate segment constraints.
-        state = snapshot.state  # a delta's events already applied
-        document: dict[str, Any] = {"version": 2, "features": state.get("features", [])}
-        if "segments" in state:
-            document["segments"] = state["segments"]
-        self.features_body = orjson.dumps(document)
-        self.features_etag = weak_etag(self.features_body)
+        self.names = engine.names
+        self.evaluate_all_body = engine.evaluate_all_body
+        self.evaluate_named_body = engine.evaluate_named_body
+        self.features_body = features_body
+        self.features_etag = weak_etag(features_body)
         # Whether an answer can depend on the caller's address (a remoteAddress strategy, constraint or
         # stickiness): if not, the response cache need not key on it. A plain scan of the document is
         # conservative (a flag merely named so also counts) and costs nothing per request.
-        self.reads_remote_address = b"remoteAddress" in self.features_body
+        self.reads_remote_address = b"remoteAddress" in features_body
 
 
 def _load_malloc_trim() -> Any:
@@ -75,8 +109,9 @@ def _load_malloc_trim() -> Any:
 _malloc_trim = _load_malloc_trim()
 
 
-def _return_free_memory() -> None:
-    """Give the C allocator's free pages back to the system once a snapshot is swapped in.
+def return_free_memory() -> None:
+    """Give the C allocator's free pages back to the system once a snapshot is swapped in (and again
+    once the caller has dropped what it installed from: flagproxy/proxy/follower.py).
 
     Compiling frees the payload and the previous snapshot; glibc keeps what was malloc'd for them (the
     large strings, lists and the engine's tables) unless asked. Without this a worker's RSS crept up with
@@ -123,17 +158,31 @@ class SnapshotStore:
         """Compile and swap in `payload`; raises ValueError (nothing changes) if it is not a features doc.
         `revision` and `at_ms` are the instance's (the sync's) for what it published; by default the
         store counts on its own and uses the time of the install."""
-        if not isinstance(payload, Mapping) or not (
-            isinstance(payload.get("features"), list) or isinstance(payload.get("events"), list)
-        ):
-            raise ValueError("not a client features document (no `features` list)")
+        _check_document(payload)
         snapshot = compile_snapshot(payload, custom_strategies=self.custom_strategies, logger=self.logger)
-        self.revision = revision if revision is not None else self.revision + 1
-        served = ServedSnapshot(snapshot, self.revision, source)
+        engine, body = snapshot.engine, features_body(snapshot.state)
         del snapshot, payload
+        return self._swap(engine, body, source, revision, at_ms)
+
+    def install_image(
+        self, image: bytes | memoryview, source: str, *, revision: int | None = None, at_ms: int | None = None
+    ) -> ServedSnapshot:
+        """Swap in what the sync compiled (`compile_image`); raises ImageError (nothing changes) if this
+        process cannot use it, and the caller installs the document instead."""
+        loaded = load_image(image, self.custom_strategies)
+        engine, body = loaded.engine, loaded.features_body
+        del loaded
+        return self._swap(engine, body, source, revision, at_ms)
+
+    def _swap(
+        self, engine: Any, body: bytes, source: str, revision: int | None, at_ms: int | None
+    ) -> ServedSnapshot:
+        self.revision = revision if revision is not None else self.revision + 1
+        served = ServedSnapshot(engine, body, self.revision, source)
+        del engine
         self.current = served
         _freeze_long_lived_objects()
-        _return_free_memory()
+        return_free_memory()
         self.last_update_ms = at_ms if at_ms is not None else int(time.time() * 1000)
         self.last_fetch_ms = max(self.last_fetch_ms, self.last_update_ms)
         return served

@@ -14,7 +14,9 @@ from flagproxy import __version__
 from flagproxy.request_class import Request
 from flagproxy.server.auth import authenticate
 from flagproxy.server.client_features import PayloadCache
+from flagproxy.server.console import blueprints as console_blueprints
 from flagproxy.server.errors import install_error_handlers
+from flagproxy.server.frontend_snapshots import FrontendSnapshots
 from flagproxy.server.identity.permissions import ROUTE_NEEDS
 from flagproxy.server.openapi_page import page_file
 from flagproxy.server.routes import blueprints
@@ -31,6 +33,7 @@ class ServerContext:
     settings: ServerSettings
     db: Database = field(init=False)
     payloads: PayloadCache = field(default_factory=PayloadCache)
+    frontend: FrontendSnapshots = field(default_factory=FrontendSnapshots)
 
 
 ServerApp = Sanic[Config, ServerContext]
@@ -86,7 +89,7 @@ def create_app(settings: ServerSettings, name: str = "flagproxy-server") -> Serv
     install_error_handlers(app)
     guard_worker_signals(app)
     app.register_middleware(authenticate, "request")
-    for blueprint in blueprints():
+    for blueprint in [*blueprints(), *console_blueprints()]:
         app.blueprint(blueprint)
     _check_every_admin_route_has_a_permission(app)
 

@@ -88,6 +88,19 @@ def _scope(tx: Tx, request: Request, source: str | None) -> str | None:
     return str(value)
 
 
+def session_caller(tx: Tx, request: Request) -> Caller | None:
+    """The user of the request's session cookie (None: no cookie, or a session that has ended). The admin
+    API and the console both sign people in through this one function."""
+    session_id = request.cookies.get(SESSION_COOKIE)
+    if not session_id:
+        return None
+    session = people.session(tx, session_id)
+    user = None if session is None else people.user(tx, int(session["user_id"]))
+    if session is None or user is None:
+        return None
+    return Caller(user=user, via="session", csrf_hash=session["csrf_hash"])
+
+
 def _admin_caller(tx: Tx, request: Request) -> Caller:
     secret = strip_bearer(request.headers.get("authorization", ""))
     if secret:
@@ -106,13 +119,11 @@ def _admin_caller(tx: Tx, request: Request) -> Caller:
                 "a personal access token or a signed-in session."
             )
         return Caller(token=api_token)
-    session_id = request.cookies.get(SESSION_COOKIE)
-    if session_id:
-        session = people.session(tx, session_id)
-        user = None if session is None else people.user(tx, int(session["user_id"]))
-        if session is None or user is None:
+    if request.cookies.get(SESSION_COOKIE):
+        caller = session_caller(tx, request)
+        if caller is None:
             raise AuthenticationRequired("Your session has ended: sign in again at /auth/simple/login.")
-        return Caller(user=user, via="session", csrf_hash=session["csrf_hash"])
+        return caller
     raise AuthenticationRequired(
         "You must log in to use this API. Your request had no authorization header: send an API token or a"
         " personal access token in the Authorization header, or sign in at /auth/simple/login."
@@ -143,7 +154,7 @@ async def authenticate(request: Request) -> None:
             need = route_need(request)
             if need is not None:
                 if need.permission is None:
-                    if caller.user is None:
+                    if caller.user is None and not need.any_caller:
                         raise NoAccess("This route acts for a user: use a personal access token or sign in.")
                 else:
                     project = _scope(tx, request, need.project)

@@ -9,6 +9,7 @@ from functools import partial
 
 from sanic.worker.loader import AppLoader
 
+from flagproxy.server import redaction
 from flagproxy.server.app import LOG_LEVELS, create_app
 from flagproxy.server.settings import ServerSettings, SettingsError
 from flagproxy.serving import serve as run_workers
@@ -25,6 +26,7 @@ def configure_logging(level_name: str) -> None:
     ours.propagate = False
     for name in ("sanic.root", "sanic.server", "sanic.error"):
         logging.getLogger(name).setLevel(level)
+    redaction.install()  # token and invite secrets in URLs never reach the access log
 
 
 def main(argv: list[str]) -> int:

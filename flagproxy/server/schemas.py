@@ -94,6 +94,13 @@ class StrategyBody(Body):
     segments: list[SegmentId] = []
 
 
+class SortOrderItem(Body):
+    """One item of POST .../strategies/set-sort-order."""
+
+    id: StrictStr
+    sortOrder: SortOrder
+
+
 class TagBody(Body):
     type: TagText = "simple"
     value: TagText

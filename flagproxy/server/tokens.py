@@ -3,7 +3,7 @@
     admin     `*:*.<hex>`                  the admin API, everything
     client    `<project>:<env>.<hex>`      the client API (proxies, server SDKs); `*` = every project,
                                            `[]` = several projects (listed on the token)
-    frontend  same format                  the frontend API (not served by this server yet)
+    frontend  same format                  the frontend API (/api/frontend)
 
 A `backend` token (Unleash's newer name for client) is stored as `client`, as Unleash lists it.
 """

@@ -3,6 +3,7 @@ stored rows. Pure functions: rows in, dicts out."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from flagproxy.server.storage.catalog import LIFECYCLE_ORDER, Catalog
@@ -137,3 +138,20 @@ def project_json(project: Row) -> dict[str, Any]:
     if "feature_count" in project:
         shape["featureCount"] = int(project["feature_count"])
     return shape
+
+
+def project_feature_list(
+    catalog: Catalog, project_id: str, name_matches: Callable[[str], bool], tags: Iterable[tuple[str, str]]
+) -> list[dict[str, Any]]:
+    """A project's features (not archived) whose name matches and that carry any of `tags` (all when no
+    tags are given): the admin API's feature list and the console's flag table."""
+    wanted = set(tags)
+    listed = []
+    for feature in catalog.features:
+        if feature["project"] != project_id or feature["archived"] or not name_matches(feature["name"]):
+            continue
+        item = feature_json(catalog, feature)
+        if wanted and not {(t["type"], t["value"]) for t in item["tags"] or []} & wanted:
+            continue
+        listed.append(item)
+    return listed

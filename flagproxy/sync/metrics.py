@@ -37,9 +37,11 @@ class MetricsSender:
         jitter_ms: int,
         logger: Any,
         gather: Callable[[MetricsCollector], Any] | None = None,
+        on_sent: Callable[[bool], None] | None = None,
     ) -> None:
         self.collector = collector
         self.gather = gather  # adds other processes' counts to the collector before each send
+        self.on_sent = on_sent  # told whether each batch was taken (Prometheus)
         self.client = client
         self.app_name = app_name
         self.instance_id = instance_id
@@ -80,7 +82,10 @@ class MetricsSender:
             )
             counts.dropped = 0  # said once; a bucket that is kept for the next try does not say it again
         status = await self.client.send_metrics(self.payload(counts))
-        if isinstance(status, int) and 200 <= status < 300:
+        taken = isinstance(status, int) and 200 <= status < 300
+        if self.on_sent is not None:
+            self.on_sent(taken)
+        if taken:
             self.failures = max(0, self.failures - 1)
             self.sent += 1
             return True

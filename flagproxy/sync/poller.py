@@ -37,11 +37,15 @@ class Poller:
         on_update: Callable[[dict[str, Any]], Awaitable[bool]],
         on_not_modified: Callable[[], None],
         logger: Any,
+        on_result: Callable[[FetchResult, bool], None] | None = None,
+        token_label: str = "the API token (SERVICE_API_TOKEN)",
     ) -> None:
         self.source = source
+        self.token_label = token_label  # how a refusal names the token (the edge polls with several)
         self.interval_ms = interval_ms
         self.on_update = on_update
         self.on_not_modified = on_not_modified
+        self.on_result = on_result  # sees every poll's result and whether it was installed (Prometheus)
         self.logger = logger
         self.etag: str | None = None
         self.failures = 0
@@ -61,9 +65,11 @@ class Poller:
     async def poll_once(self) -> FetchResult:
         result = await self.source.fetch_features(self.etag)
         self.polls += 1
+        accepted = True
         if isinstance(result, Updated):
             self._recovered()
-            if await self.on_update(result.payload):
+            accepted = await self.on_update(result.payload)
+            if accepted:
                 self.etag = result.etag
                 self.failures = max(0, self.failures - 1)
             else:
@@ -74,6 +80,8 @@ class Poller:
             self.on_not_modified()
         elif isinstance(result, Failed):
             self._failed(result)
+        if self.on_result is not None:
+            self.on_result(result, accepted)
         return result
 
     def _failed(self, failure: Failed) -> None:
@@ -93,7 +101,7 @@ class Poller:
         once = "(said once until it changes)"
         if failure.kind == "auth":
             self.logger.error(
-                f"Upstream {url} {failure.reason}: the API token (SERVICE_API_TOKEN) is not allowed to read "
+                f"Upstream {url} {failure.reason}: {self.token_label} is not allowed to read "
                 f"features. Still serving the last good flags; retrying every {self.next_delay_ms()} ms "
                 + once
             )

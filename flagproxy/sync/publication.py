@@ -4,7 +4,10 @@ The sync (the leader: one per instance, whatever the number of workers) calls `p
 each worker's follower compares `stamp()` (one `stat`) with the stamp of the last document it read a few
 times a second, and calls `read()` when they differ. A rename is atomic, so a reader sees the old document
 or the new one, never half of one; every publish makes a new inode, so no change can look like the last.
-The file starts with one line of JSON about the document (revision, source, when), then the document.
+The file starts with one line of JSON about the document (revision, source, when, its length), then the
+document, then (when the sync could make one) the image of the document compiled (flagproxy/image.py):
+workers load that instead of compiling, and fall back to the document. One file, so the image always belongs
+to the document beside it.
 
 A worker that starts late (a replacement for one that died) reads the current file before it listens,
 so it serves the instance's current revision at once. `touch()` records an upstream check that changed
@@ -30,8 +33,9 @@ class Published:
     revision: int
     source: str  # "upstream", "backup" or "bootstrap"
     published_ms: int
-    document: bytes  # the features document, as JSON
+    document: bytes | memoryview  # the features document, as JSON
     stamp: tuple[int, int]  # the file's (inode, mtime): what `Publication.stamp()` said when it was read
+    image: bytes | memoryview | None = None  # the document compiled, if the sync made it
 
 
 class Publication:
@@ -43,19 +47,25 @@ class Publication:
 
     # ---- the leader ---------------------------------------------------------------------------------
 
-    def publish(self, payload: Any, source: str) -> int:
-        """Write `payload` (a features document) for every worker; returns its revision."""
+    def publish(self, payload: Any, source: str, image: bytes | None = None) -> int:
+        """Write `payload` (a features document), and its compiled `image` if given, for every worker;
+        returns its revision."""
         if self.revision == 0:
             current = self.read()
             self.revision = current.revision if current else 0
         self.revision += 1
         now_ms = int(time.time() * 1000)
-        header = orjson.dumps({"revision": self.revision, "source": source, "published_ms": now_ms})
+        document = orjson.dumps(payload)
+        header = orjson.dumps(
+            {"revision": self.revision, "source": source, "published_ms": now_ms, "length": len(document)}
+        )
         fd, temporary = tempfile.mkstemp(prefix=".snapshot-", dir=self.directory)
         try:
             with os.fdopen(fd, "wb") as file:
                 file.write(header + b"\n")
-                file.write(orjson.dumps(payload))
+                file.write(document)
+                if image is not None:
+                    file.write(image)
             os.replace(temporary, self.path)
         except BaseException:
             if os.path.exists(temporary):
@@ -88,10 +98,16 @@ class Publication:
                 data = file.read()
         except FileNotFoundError:
             return None
-        header, _, document = data.partition(b"\n")
+        header, _, _ = data.partition(b"\n")
         meta = orjson.loads(header)
         stamp = (status.st_ino, status.st_mtime_ns)
-        return Published(meta["revision"], meta["source"], meta["published_ms"], document, stamp)
+        # Views, not copies: a 5000-flag document and its image are megabytes each.
+        start = len(header) + 1
+        end = start + meta.get("length", len(data) - start)
+        view = memoryview(data)
+        image = view[end:] if len(data) > end else None
+        document = view[start:end]
+        return Published(meta["revision"], meta["source"], meta["published_ms"], document, stamp, image)
 
     def last_checked_ms(self) -> int:
         try:

@@ -51,6 +51,7 @@ class SyncService:
         custom_strategy_names: Sequence[str] = (),
         client: Any = None,
         gather_usage: Callable[[MetricsCollector], Any] | None = None,
+        observer: Any = None,
     ) -> None:
         self.config = config
         self.install = install
@@ -68,6 +69,7 @@ class SyncService:
             on_update=self._upstream_payload,
             on_not_modified=touch,
             logger=logger,
+            on_result=observer.fetched if observer is not None else None,
         )
         self.metrics = MetricsSender(
             collector,
@@ -79,7 +81,9 @@ class SyncService:
             jitter_ms=metrics_jitter,
             logger=logger,
             gather=gather_usage,
+            on_sent=observer.metrics_sent if observer is not None else None,
         )
+        self.observer = observer  # the Prometheus series of the sync (flagproxy/proxy/prometheus.py)
         self.started = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
         self.from_upstream = False
         self.registered: asyncio.Task[Any] | None = None
@@ -180,3 +184,5 @@ class SyncService:
             with contextlib.suppress(asyncio.TimeoutError, Exception):
                 await asyncio.wait_for(self.metrics.flush(), flush_timeout)
         await self.client.close()
+        if self.observer is not None:
+            self.observer.close()

@@ -143,10 +143,9 @@ class UpstreamClient:
             "UNLEASH-INSTANCEID": c.instance_id,
             "Unleash-Client-Spec": CLIENT_SPEC_VERSION,
             "unleash-sdk": SDK_NAME,
-            "Authorization": c.token,
             "unleash-connection-id": c.connection_id,
             "unleash-interval": str(interval) if interval is not None else "undefined",
-        }
+        } | ({"Authorization": c.token} if c.token else {})  # edge's /edge/validate client has none
 
     def _session_now(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -207,17 +206,25 @@ class UpstreamClient:
             return Failed("other", "sent a document without a `features` list", 200)
         return Updated(payload, new_etag)
 
-    async def post(self, path: str, body: dict[str, Any], interval: int | None) -> int | str:
-        """POST JSON to `client/<path>`; the status, or a description of the network failure."""
+    async def post(self, path: str, body: dict[str, Any] | bytes, interval: int | None) -> int | str:
+        """POST JSON to `<url>/<path>`; the status, or a description of the network failure."""
+        answer = await self.exchange(path, body, interval)
+        return answer if isinstance(answer, str) else answer[0]
+
+    async def exchange(
+        self, path: str, body: dict[str, Any] | bytes, interval: int | None = None
+    ) -> tuple[int, bytes] | str:
+        """POST JSON to `<url>/<path>`; (status, response body), or a description of the network failure.
+        `body` may be bytes already encoded (the edge's metrics batches are measured before they go)."""
         url = base_url(self.config.url) + path
         headers = self._headers(interval)
         headers["Content-Type"] = "application/json"
+        data = body if isinstance(body, bytes) else orjson.dumps(body)
         try:
             async with self._session_now().post(
-                url, data=orjson.dumps(body), headers=headers, proxy=self.proxy_for(url)
+                url, data=data, headers=headers, proxy=self.proxy_for(url)
             ) as response:
-                await response.read()
-                return response.status
+                return response.status, await response.read()
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             return _describe(exc)
 

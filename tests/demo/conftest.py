@@ -35,9 +35,12 @@ def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ServerPro
 def proxy_factory(server: ServerProcess, tmp_path: Path) -> Iterator[type]:
     started: list[ProxyProcess] = []
 
-    def start(refresh_interval_ms: int = 1000) -> ProxyProcess:
+    def start(refresh_interval_ms: int = 1000, *extra_args: str) -> ProxyProcess:
         proxy = ProxyProcess(
-            server.url, refresh_interval_ms, log_path=str(tmp_path / f"proxy{len(started)}.log")
+            server.url,
+            refresh_interval_ms,
+            log_path=str(tmp_path / f"proxy{len(started)}.log"),
+            extra_args=extra_args,
         )
         started.append(proxy)
         return proxy.start()

@@ -27,13 +27,14 @@ class ProxyProcess:
     process: subprocess.Popen[bytes] | None = None
     log_path: str | None = None
     backup_dir: str | None = None
+    extra_args: tuple[str, ...] = ()  # more `flagproxy proxy` flags
 
     def start(self) -> ProxyProcess:
         command = [
             sys.executable, "-m", "flagproxy", "proxy", "--host", "127.0.0.1", "--port", str(self.port),
             "--service-url", f"{self.upstream}/api", "--service-api-token", CLIENT_TOKEN,
             "--client-keys", PROXY_KEY, "--refresh-interval", str(self.refresh_interval_ms),
-            "--metrics-interval", "60000",
+            "--metrics-interval", "60000", *self.extra_args,
         ]  # fmt: skip
         env = {k: v for k, v in os.environ.items() if k not in ("PORT", "DATABASE_URL")}
         # A backup folder of its own: a backup another test's proxy left in the shared temp folder would

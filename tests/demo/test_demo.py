@@ -1,6 +1,6 @@
-"""`flagproxy demo`: starts both parts on a fresh SQLite file with sample flags, prints the URLs, the keys
-and three curl commands that show evaluation, and stops both cleanly on Ctrl-C. It is the README's first
-command."""
+"""`flagproxy demo`: starts both parts on a fresh SQLite file with sample flags, prints the URLs, the keys,
+the status page and four curl commands that show evaluation, and stops both cleanly on Ctrl-C. It is the
+README's first command."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ from tests.server.harness import free_port
 READY_LINE = "Ctrl-C stops both."
 REFRESH_MS = 1000
 SAMPLE_FLAGS = {
-    "new-checkout", "beta-banner", "dark-mode", "premium-search", "checkout-upsell", "payments-kill-switch"
+    "new-checkout", "beta-banner", "dark-mode", "premium-search", "checkout-upsell", "payments-kill-switch",
+    "welcome-banner",
 }  # fmt: skip
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -120,11 +121,37 @@ def test_demo_runs_both_parts_and_stops_on_ctrl_c() -> None:
         )
         with urllib.request.urlopen(signup, timeout=10) as answer:
             assert answer.status == 200 and orjson.loads(answer.read())["rootRole"] == 3
+        # The console answers, and the printed login signs in to it.
+        assert _field(text, "console") == f"{server}/console"
+        login = {"username": _field(text, "login"), "password": _field(text, "password")}
+        signin = urllib.request.Request(
+            f"{server}/auth/simple/login",
+            data=orjson.dumps(login),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(signin, timeout=10) as answer:
+            assert answer.status == 200 and orjson.loads(answer.read())["rootRole"] == 1
+            cookies = [c.split(";", 1)[0] for c in answer.headers.get_all("set-cookie")]
+            session = next(c for c in cookies if c.startswith("flagproxy_session="))
+        page = urllib.request.Request(f"{server}/console/projects", headers={"Cookie": session})
+        with urllib.request.urlopen(page, timeout=10) as answer:
+            assert b'<table id="projects">' in answer.read()  # the page itself, not the login it redirects to
         database = Path(_field(text, "database"))
         assert database.is_file()
         _check_samples(server, admin)
 
-        show_alice, show_carol, turn_on = _curl_commands(text)
+        show_any, show_alice, show_carol, turn_on = _curl_commands(text)
+        # The first command has no context at all, and still shows a flag.
+        assert "?" not in show_any and "-d" not in show_any
+        assert [t["name"] for t in orjson.loads(_run_curl(show_any))["toggles"]] == ["welcome-banner"]
+        # The status page, with the key in the part of the address that stays in the browser.
+        status_page = _field(text, "status page")
+        assert status_page == f"{proxy}/proxy/status#key={key}"
+        with urllib.request.urlopen(status_page, timeout=10) as answer:
+            assert answer.status == 200 and b"flagproxy status" in answer.read()
+        status = _call(f"{proxy}/proxy/status.json", key)
+        assert set(status["flags"]) == SAMPLE_FLAGS and status["ready"] is True
         alice = {t["name"]: t for t in orjson.loads(_run_curl(show_alice))["toggles"]}
         assert "beta-banner" in alice and "payments-kill-switch" not in alice
         assert alice["dark-mode"]["variant"]["enabled"] is True

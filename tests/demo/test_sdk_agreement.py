@@ -59,10 +59,10 @@ def _more_flags(api: Api) -> list[str]:
     return [*flags, "env-variants"]
 
 
-def _contexts() -> list[dict[str, Any]]:
-    rng = random.Random(20261122)
+def _contexts(count: int = CONTEXTS, seed: int = 20261122) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
     contexts = []
-    for index in range(CONTEXTS):
+    for index in range(count):
         properties = {
             "plan": rng.choice(["free", "premium"]),
             "country": rng.choice(["NO", "SE", "DE", "no"]),
@@ -76,6 +76,23 @@ def _contexts() -> list[dict[str, Any]]:
         user = rng.choice(["alice", "bob"]) if index % 25 == 0 else f"u{index}"
         contexts.append({"userId": user, "sessionId": f"s{rng.randint(0, 10**6)}", "properties": properties})
     return contexts
+
+
+def sdk_client(url: str, token: str, app_name: str, cache_directory: Path) -> UnleashClient:
+    """UnleashClient reading `url` (a server's /api or a proxy's /proxy) in `development`, started, with no
+    metrics or registration of its own."""
+    client = UnleashClient(
+        url=url,
+        app_name=app_name,
+        environment="development",
+        custom_headers={"Authorization": token},
+        disable_metrics=True,
+        disable_registration=True,
+        cache_directory=str(cache_directory),
+        refresh_interval=60,
+    )
+    client.initialize_client()
+    return client
 
 
 def _sdk_answer(client: UnleashClient, flag: str, context: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
@@ -96,17 +113,7 @@ def test_unleash_client_and_proxy_agree(
     status, listed = proxy.request("POST", "/proxy", {"toggles": flags, "context": {"userId": "x"}})
     assert status == 200 and {t["name"] for t in listed["toggles"]} == set(flags)
 
-    client = UnleashClient(
-        url=f"{server.url}/api",
-        app_name=APP_NAME,
-        environment="development",
-        custom_headers={"Authorization": CLIENT_TOKEN},
-        disable_metrics=True,
-        disable_registration=True,
-        cache_directory=str(tmp_path),
-        refresh_interval=60,
-    )
-    client.initialize_client()
+    client = sdk_client(f"{server.url}/api", CLIENT_TOKEN, APP_NAME, tmp_path)
     disagreements = []
     enabled_counts = dict.fromkeys(flags, 0)
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -174,8 +175,10 @@ context = st.fixed_dictionaries(
 def test_compiled_and_pure_agree(payload: dict[str, Any], contexts: list[dict[str, Any]]) -> None:
     compiled = compile_snapshot(payload, implementation="compiled", hostname="host-a")
     pure = compile_snapshot(payload, implementation="pure", hostname="host-a")
+    # What a worker serves: the compiled engine rebuilt from its image (flagproxy/image.py).
+    imaged = pickle.loads(pickle.dumps(compiled.engine, protocol=5))
     assert compiled.warnings == pure.warnings
-    assert compiled.names == pure.names
+    assert compiled.names == pure.names == imaged.names
     for ctx in contexts:
         # Three times each: the compiled evaluator plans a context from its second request on (see
         # test_plans.py), and other users of the same context share that plan.
@@ -183,16 +186,18 @@ def test_compiled_and_pure_agree(payload: dict[str, Any], contexts: list[dict[st
             for include_disabled in (False, True):
                 body_p, valid_p = pure.evaluate_all_body(user_ctx, include_disabled)
                 for _ in range(3):
-                    body_c, valid_c = compiled.evaluate_all_body(user_ctx, include_disabled)
-                    assert _validity(valid_c) == _validity(valid_p)
-                    if valid_c != CACHE_NEVER:  # random answers differ call to call
-                        assert body_c == body_p
+                    for engine in (compiled, imaged):
+                        body_c, valid_c = engine.evaluate_all_body(user_ctx, include_disabled)
+                        assert _validity(valid_c) == _validity(valid_p)
+                        if valid_c != CACHE_NEVER:  # random answers differ call to call
+                            assert body_c == body_p
         names = [*NAMES[:4], "unknown", NAMES[0]]
-        body_c, valid_c, outcomes_c = compiled.evaluate_named_body(ctx, names)
         body_p, valid_p, outcomes_p = pure.evaluate_named_body(ctx, names)
-        assert _validity(valid_c) == _validity(valid_p)
-        if valid_c != CACHE_NEVER:
-            assert (body_c, outcomes_c) == (body_p, outcomes_p)
+        for engine in (compiled, imaged):
+            body_c, valid_c, outcomes_c = engine.evaluate_named_body(ctx, names)
+            assert _validity(valid_c) == _validity(valid_p)
+            if valid_c != CACHE_NEVER:
+                assert (body_c, outcomes_c) == (body_p, outcomes_p)
 
 
 def _validity(valid_in: int) -> int:

@@ -128,6 +128,18 @@ def test_a_port_in_use_is_one_line_and_exit_2(base_env):
     )
 
 
+def test_an_instance_folder_of_another_user_is_one_line_and_exit_2(base_env, tmp_path):
+    # Workers load what the instance folder holds (compiled images are unpickled), and $TMPDIR is shared.
+    port = free_port()
+    folder = tmp_path / f"flagproxy-instance-service-proxy-{port}"
+    folder.mkdir()
+    os.chown(folder, 4242, 4242)  # the tests run as root: any other user will do
+    result = run_cli([], {**base_env, **COMPLETE, "PORT": str(port)})
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"flagproxy proxy: the instance folder {folder} is owned by user 4242")
+    assert result.stderr.count("\n") == 1
+
+
 def test_the_readme_command_serves_correct_toggles(launch, upstream):
     # Exactly `SERVICE_URL=... SERVICE_API_TOKEN=... SERVICE_PROXY_CLIENT_KEYS=... PORT=... flagproxy proxy`:
     # the installed console script, configured by those four variables and nothing else.

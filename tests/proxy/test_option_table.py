@@ -156,6 +156,8 @@ def samples(tmp_path: Path) -> dict[str, Sample]:
         "http_proxy": ("http://proxy:3128", lambda v: v == "http://proxy:3128"),
         "https_proxy": ("http://proxy:3129", lambda v: v == "http://proxy:3129"),
         "response_cache_mb": ("8", lambda v: v == 8),
+        "enable_prometheus": ("false", lambda v: v is False),
+        "enable_status_page": ("false", lambda v: v is False),
         "upstream_timeout": ("2500", lambda v: v == 2500),
         "exp_bootstrap_url": ("http://boot/features.json", lambda v: v == "http://boot/features.json"),
         "exp_bootstrap_authorization": ("boot-secret", lambda v: v == "boot-secret"),

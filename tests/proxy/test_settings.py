@@ -154,6 +154,12 @@ def test_base_path_sanitising(raw, expected):
         ({"TRUST_PROXY": "1"}, {}, "TRUST_PROXY: '1' is a number; hop counts are not supported"),
         ({"SERVICE_URL": "http://"}, {}, "SERVICE_URL: 'http://' is not an http:// or https:// URL"),
         (
+            {"SERVICE_URL": "http://admin:s3cret@up/api"},
+            {},
+            "SERVICE_URL: a user or password in the URL is not supported; the upstream is authorized by "
+            "SERVICE_API_TOKEN",
+        ),
+        (
             {"SERVICE_URL": "http://up:api/x"},
             {},
             "SERVICE_URL: 'http://up:api/x' is not an http:// or https://",
@@ -181,6 +187,7 @@ def test_bad_values_name_the_option(env, options, message):
         load(env, **options)
     assert message in str(raised.value)
     assert "\n" not in str(raised.value)
+    assert "s3cret" not in str(raised.value)  # a password in a URL is never echoed
 
 
 def test_custom_strategies_as_objects():

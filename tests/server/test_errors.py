@@ -71,6 +71,9 @@ VALID_BODIES: dict[str, Any] = {
     "/api/admin/projects": {"id": "p", "name": "P"},
     "/api/admin/environments": {"name": "e", "type": "test"},
     "/api/admin/segments": {"name": "s", "constraints": []},
+    "/api/admin/playground": {"environment": "development", "context": {}},
+    "/api/admin/projects/{project_id}/features/{name}/environments/{environment}/strategies"
+    "/set-sort-order": [],
     "/api/admin/projects/{project_id}/features": {"name": "f"},
     "/api/admin/projects/{project_id}/features/{name}": {},
     "/api/admin/projects/{project_id}/features/{name}/variants": [],

@@ -10,8 +10,8 @@ import orjson
 import pytest
 
 from flagproxy.proxy.follower import Follower
-from flagproxy.proxy.leader import Instance
-from flagproxy.proxy.store import SnapshotStore
+from flagproxy.proxy.leader import Instance, InstanceFolderError
+from flagproxy.proxy.store import SnapshotStore, compile_image
 from flagproxy.sync.publication import Publication
 from flagproxy.sync.spool import UsageSpool
 from flagproxy.sync.usage import MetricsCollector
@@ -129,3 +129,41 @@ def test_an_instance_removes_only_the_folder_it_created(tmp_path):
     assert os.path.isdir(created.directory)
     created.remove()
     assert not os.path.exists(created.directory)
+
+
+def test_workers_load_the_image_the_sync_compiled_and_compile_only_when_they_cannot(tmp_path):
+    instance = Instance(str(tmp_path))
+    image = compile_image(PAYLOAD)
+    instance.publication.publish(PAYLOAD, "upstream", image)
+    published = instance.publication.read()
+    assert bytes(published.image) == image and orjson.loads(published.document) == PAYLOAD
+    store = SnapshotStore()
+    follower = _follower(instance, store, MetricsCollector())
+    assert follower.load() is True and store.current.names == ("a",)
+    assert follower.logger.lines == []  # loaded, not compiled: nothing to say
+    # An image this worker cannot use (here: cut short) is compiled from the document beside it instead.
+    changed = {"version": 2, "features": [{"name": "b", "enabled": True, "strategies": []}]}
+    instance.publication.publish(changed, "upstream", compile_image(changed)[:100])
+    assert follower.load() is True and store.current.names == ("b",) and store.revision == 2
+    assert follower.logger.lines[-1][0] == "warn" and "revision 2" in follower.logger.lines[-1][1]
+    # Both ways serve the same bytes.
+    imaged, compiled = SnapshotStore(), SnapshotStore()
+    imaged.install_image(compile_image(changed), "upstream")
+    compiled.install(changed, "upstream")
+    assert imaged.current.features_body == compiled.current.features_body
+    assert imaged.current.features_etag == compiled.current.features_etag
+    answer = imaged.current.evaluate_all_body({"userId": "1"}, True)
+    assert answer == compiled.current.evaluate_all_body({"userId": "1"}, True)
+
+
+def test_an_instance_folder_someone_else_owns_is_refused(tmp_path):
+    loose = tmp_path / "loose"
+    loose.mkdir(mode=0o777)
+    loose.chmod(0o777)
+    Instance.create(str(loose))  # ours, but open to others: closed before anything is written
+    assert loose.stat().st_mode & 0o777 == 0o700
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    os.chown(foreign, 4242, 4242)  # the tests run as root (CI too): any other user will do
+    with pytest.raises(InstanceFolderError, match="owned by user 4242"):
+        Instance.create(str(foreign))

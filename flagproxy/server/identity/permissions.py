@@ -189,11 +189,14 @@ BUILT_IN = {role.id: role for role in BUILT_IN_ROLES}
 @dataclass(frozen=True)
 class Need:
     """What a route needs: a permission (None: any signed-in user acting for itself), and where the project
-    and environment it applies to come from: `path:<param>` or `feature:<param>` (the named flag's)."""
+    and environment it applies to come from: `path:<param>` or `feature:<param>` (the named flag's).
+    `any_caller`: a POST that changes nothing (the playground evaluates), open to every signed-in caller
+    and admin token, as a GET is."""
 
     permission: str | None
     project: str | None = None
     environment: str | None = None
+    any_caller: bool = False
 
 
 _IN_PROJECT = "path:project_id"
@@ -225,6 +228,7 @@ ROUTE_NEEDS: dict[str, Need] = {
     "strategies.add_strategy": Need("CREATE_FEATURE_STRATEGY", _IN_PROJECT, _IN_ENV),
     "strategies.replace_strategy": Need("UPDATE_FEATURE_STRATEGY", _IN_PROJECT, _IN_ENV),
     "strategies.delete_strategy": Need("DELETE_FEATURE_STRATEGY", _IN_PROJECT, _IN_ENV),
+    "strategies.set_sort_order": Need("UPDATE_FEATURE_STRATEGY", _IN_PROJECT, _IN_ENV),
     "tags.add_tag": Need("UPDATE_FEATURE", _OF_FEATURE),
     "tags.remove_tag": Need("UPDATE_FEATURE", _OF_FEATURE),
     "users.create_user": Need(ADMIN),
@@ -242,6 +246,7 @@ ROUTE_NEEDS: dict[str, Need] = {
     "groups.delete_group": Need(ADMIN),
     "access.set_access": Need("PROJECT_USER_ACCESS_WRITE", _IN_PROJECT),
     "access.add_access": Need("PROJECT_USER_ACCESS_WRITE", _IN_PROJECT),
+    "playground.evaluate": Need(None, any_caller=True),
 }
 # GET routes that need more than being signed in: API token secrets are not for every reader.
 READ_NEEDS: dict[str, Need] = {

@@ -8,6 +8,7 @@ the projects (its scope beats the `project` query parameter, as in Unleash).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 import orjson
 from sanic import Blueprint, HTTPResponse, Request
@@ -23,6 +24,7 @@ from flagproxy.server.storage import features as feature_rows
 from flagproxy.server.storage import projects as project_rows
 from flagproxy.server.storage import revision
 from flagproxy.server.storage import usage as usage_rows
+from flagproxy.server.storage.database import Tx
 from flagproxy.server.tokens import ApiToken
 from flagproxy.server.validation import json_body
 
@@ -106,23 +108,49 @@ async def client_feature(request: Request, name: str) -> HTTPResponse:
     raise NotFound(f"Could not find feature flag {name}")
 
 
+def application_row(body: ClientRegisterBody, environment: str) -> dict[str, object]:
+    """A registration as usage_rows stores it (shared with the edge's bulk metrics)."""
+    return {
+        "app_name": body.appName,
+        "instance_id": body.instanceId or "default",
+        "sdk_version": body.sdkVersion,
+        "environment": environment,
+        "strategies": body.strategies,
+        "interval_ms": int(body.interval) if body.interval is not None else None,
+        "started": str(body.started) if body.started is not None else None,
+    }
+
+
+def record_usage(
+    tx: Tx, environment: str, app_name: str, counts: Iterable[tuple[str, int, int, dict[str, int]]]
+) -> None:
+    """Add (feature, yes, no, variants) counts in `environment`, mark each feature seen there and move it
+    to its lifecycle stage; counts for unknown flags or environments are dropped, as Unleash does."""
+    seen_at = now_iso()
+    hour = hour_bucket()
+    env = project_rows.environment(tx, environment)
+    if env is None:
+        return
+    stage = "live" if env["type"] == "production" else "pre-live"
+    for name, yes, no, variants in counts:
+        if feature_rows.feature(tx, name) is None:
+            continue
+        usage_rows.add_usage(
+            tx, feature=name, environment=environment, app_name=app_name, hour=hour, yes=yes, no=no,
+            variants=variants,
+        )  # fmt: skip
+        feature_rows.mark_seen(tx, name, environment, seen_at)
+        feature_rows.enter_stage(tx, name, stage, seen_at)
+
+
 @bp.post("/register")
 @openapi.summary("An SDK or proxy announces itself (202)")
 @openapi.tag("Client API")
 @json_body(ClientRegisterBody)
 async def register(request: Request, body: ClientRegisterBody) -> HTTPResponse:
     token: ApiToken = request.ctx.token
-    application = {
-        "app_name": body.appName,
-        "instance_id": body.instanceId or "default",
-        "sdk_version": body.sdkVersion,
-        "environment": token.environment,
-        "strategies": body.strategies,
-        "interval_ms": int(body.interval) if body.interval is not None else None,
-        "started": str(body.started) if body.started is not None else None,
-    }
     with transaction(request) as tx:
-        usage_rows.register_application(tx, application, now_iso())
+        usage_rows.register_application(tx, application_row(body, token.environment), now_iso())
     return empty(202)
 
 
@@ -131,28 +159,14 @@ async def register(request: Request, body: ClientRegisterBody) -> HTTPResponse:
 @openapi.tag("Client API")
 @json_body(ClientMetricsBody)
 async def metrics(request: Request, body: ClientMetricsBody) -> HTTPResponse:
-    token: ApiToken = request.ctx.token
-    environment = token.environment
-    seen_at = now_iso()
-    hour = hour_bucket()
+    return record_bucket(request, body)
+
+
+def record_bucket(request: Request, body: ClientMetricsBody) -> HTTPResponse:
+    """An SDK's bucket, counted in the token's environment (client and frontend APIs alike): 202."""
+    environment = request.ctx.token.environment
+    counts = [(n, c.yes, c.no, dict(c.variants)) for n, c in sorted(body.bucket.toggles.items())]
     with transaction(request) as tx:
-        env = project_rows.environment(tx, environment)
-        production = env is not None and env["type"] == "production"
-        usage_rows.touch_application(tx, body.appName, body.instanceId or "default", environment, seen_at)
-        for name, counts in sorted(body.bucket.toggles.items()):
-            feature = feature_rows.feature(tx, name)
-            if feature is None or env is None:
-                continue  # Unleash accepts counts for unknown flags and drops them
-            usage_rows.add_usage(
-                tx,
-                feature=name,
-                environment=environment,
-                app_name=body.appName,
-                hour=hour,
-                yes=counts.yes,
-                no=counts.no,
-                variants=dict(counts.variants),
-            )
-            feature_rows.mark_seen(tx, name, environment, seen_at)
-            feature_rows.enter_stage(tx, name, "live" if production else "pre-live", seen_at)
+        usage_rows.touch_application(tx, body.appName, body.instanceId or "default", environment, now_iso())
+        record_usage(tx, environment, body.appName, counts)
     return empty(202)

@@ -14,7 +14,7 @@ from flagproxy.server.storage import catalog as catalog_rows
 from flagproxy.server.storage import events
 from flagproxy.server.storage import projects as project_rows
 from flagproxy.server.validation import json_body
-from flagproxy.server.views import feature_json, project_json
+from flagproxy.server.views import project_feature_list, project_json
 
 bp = Blueprint("projects", url_prefix="/api/admin/projects")
 
@@ -62,15 +62,8 @@ async def get_project(request: Request, project_id: str) -> HTTPResponse:
 @openapi.tag("Features")
 async def project_features(request: Request, project_id: str) -> HTTPResponse:
     prefix = (request.args.get("namePrefix") or "").lower()
-    wanted_tags = set(tag_filter(request))
+    tags = tag_filter(request)
     with transaction(request) as tx:
         catalog = catalog_rows.load(tx)
-    features = []
-    for feature in catalog.features:
-        if feature["project"] != project_id or not feature["name"].lower().startswith(prefix):
-            continue
-        item = feature_json(catalog, feature)
-        if wanted_tags and not {(t["type"], t["value"]) for t in item["tags"] or []} & wanted_tags:
-            continue
-        features.append(item)
+    features = project_feature_list(catalog, project_id, lambda name: name.lower().startswith(prefix), tags)
     return json_response({"version": 2, "features": features})

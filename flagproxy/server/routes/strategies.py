@@ -1,10 +1,11 @@
-"""Activation strategies of a feature in one environment: add, list, read, replace, delete."""
+"""Activation strategies of a feature in one environment: add, list, read, replace, delete, reorder."""
 
 from __future__ import annotations
 
 import uuid
 from typing import Any
 
+from pydantic import ValidationError
 from sanic import Blueprint, HTTPResponse, Request
 from sanic_ext import openapi
 
@@ -17,12 +18,12 @@ from flagproxy.server.routes.common import (
     require_feature_environment,
     transaction,
 )
-from flagproxy.server.schemas import StrategyBody
+from flagproxy.server.schemas import SortOrderItem, StrategyBody
 from flagproxy.server.storage import features as feature_rows
 from flagproxy.server.storage import segments as segment_rows
 from flagproxy.server.storage.catalog import decode_strategy
 from flagproxy.server.storage.database import Row, Tx
-from flagproxy.server.validation import json_body
+from flagproxy.server.validation import json_body, require_json
 from flagproxy.server.views import strategy_json
 
 bp = Blueprint("strategies")
@@ -137,4 +138,29 @@ async def delete_strategy(
     with changing(request) as tx:
         _require_strategy(tx, project_id, name, environment, strategy_id)
         feature_rows.delete_strategy(tx, strategy_id)
+    return empty(200)
+
+
+@bp.post(STRATEGIES + "/set-sort-order")
+@openapi.summary("Set the evaluation order of a feature's strategies in one environment (Unleash's route)")
+@openapi.description("Body: a JSON array of `{id, sortOrder}`; strategies left out keep their order.")
+@openapi.tag("Strategies")
+@openapi.body({"application/json": list[SortOrderItem]}, required=True)
+async def set_sort_order(request: Request, project_id: str, name: str, environment: str) -> HTTPResponse:
+    data = require_json(request)
+    if not isinstance(data, list):
+        raise ValidationFailed("body", "expected a JSON array of {id, sortOrder}")
+    items = []
+    for index, item in enumerate(data):
+        try:
+            items.append(SortOrderItem.model_validate(item))
+        except ValidationError as problem:
+            error = problem.errors()[0]
+            where = ".".join(str(part) for part in error["loc"])
+            raise ValidationFailed(f"[{index}]" + (f".{where}" if where else ""), error["msg"]) from None
+    with changing(request) as tx:
+        require_feature_environment(tx, project_id, name, environment)
+        for item in items:
+            _require_strategy(tx, project_id, name, environment, item.id)
+            feature_rows.set_sort_order(tx, item.id, item.sortOrder)
     return empty(200)

@@ -141,6 +141,10 @@ def save_strategy(tx: Tx, row: dict[str, Any], *, insert: bool) -> None:
         )
 
 
+def set_sort_order(tx: Tx, strategy_id: str, sort_order: int) -> None:
+    tx.execute("UPDATE strategies SET sort_order = ? WHERE id = ?", (sort_order, strategy_id))
+
+
 def delete_strategy(tx: Tx, strategy_id: str) -> None:
     tx.execute("DELETE FROM strategies WHERE id = ?", (strategy_id,))
 

@@ -1,0 +1,281 @@
+"""The `flagproxy edge` app: Edge's routes over per-scope snapshot stores (docs/edge.md lists them).
+
+Request order: allow/deny list (403) → route → token (flagproxy/edge/access.py: 401, 403, 511) → not
+hydrated yet 503 → 415/400 on a bad body → the answer. Frontend answers are the engine's finished bytes
+(the same evaluator and response cache as `flagproxy proxy`), client features are bytes built once per
+snapshot with their ETag; nothing is computed per request that does not depend on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import itertools
+import shutil
+import tempfile
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from sanic import HTTPResponse, Request, Sanic
+from sanic.exceptions import BadRequest, MethodNotAllowed, NotFound, PayloadTooLarge
+
+from flagproxy.edge.access import Gate, Refusal
+from flagproxy.edge.metrics import EdgeMetrics
+from flagproxy.edge.scopes import Scopes, ServedScope
+from flagproxy.edge.settings import OFFLINE, EdgeSettings
+from flagproxy.proxy import responses as r
+from flagproxy.proxy.app import _check_content_type, _parse_json
+from flagproxy.proxy.cors import CorsPolicy
+from flagproxy.proxy.errors import ClientError
+from flagproxy.proxy.etag import none_match
+from flagproxy.proxy.logger import make_logger
+from flagproxy.proxy.prometheus import RequestMetrics, preflight_or_fallback
+from flagproxy.proxy.trust import client_address
+from flagproxy.serving import guard_worker_signals
+
+BODY_LIMIT = 256 * 1024  # a downstream edge's metrics batch is under 95 kB; SDK bodies far smaller
+HEADER_LIMIT = 16384
+NOT_READY = b'{"error":"Edge has no features for this token yet: its upstream has not answered"}'
+_numbers = itertools.count(1)
+Handler = Callable[..., Awaitable[HTTPResponse]]
+
+
+class EdgeApp:
+    def __init__(self, settings: EdgeSettings, offline_source: Any = None) -> None:
+        self.settings = s = settings
+        self.offline = settings.mode == OFFLINE
+        self.logger = make_logger(None, s.log_level, False)
+        self.scopes = Scopes(self.logger, None if self.offline else s.backup_folder)
+        self.metrics = EdgeMetrics()
+        self.cors = CorsPolicy(s)  # type: ignore[arg-type]  # EdgeSettings has the cors_* attributes
+        self.sync: Any = None
+        self.offline_source = offline_source
+        if self.offline:
+            self.validator = offline_source.validator
+        else:
+            from flagproxy.edge.sync import EdgeSync
+
+            self.sync = EdgeSync(s, self.scopes, self.metrics, self.logger)
+            self.validator = self.sync.validator
+        self.gate = Gate(self)
+        self.answer = self._make_answer()
+        self.connect_via = {"appName": s.app_name, "instanceId": s.instance_id}  # added to registrations
+        self.tasks: list[asyncio.Task[Any]] = []
+        # Requests by route and status and their durations, as `flagproxy proxy` counts them
+        # (flagproxy/proxy/prometheus.py), served with the other series at /internal-backstage/metrics.
+        self.request_metrics = RequestMetrics(enabled=True)
+        self.series_directory: str | None = None
+
+        app = Sanic(f"flagproxy-edge-{next(_numbers)}", configure_logging=False)
+        app.config.AUTO_EXTEND = False
+        app.config.KEEP_ALIVE_TIMEOUT = 5
+        app.config.REQUEST_MAX_SIZE = BODY_LIMIT
+        app.config.REQUEST_MAX_HEADER_SIZE = HEADER_LIMIT
+        app.config.ACCESS_LOG = s.log_level == "debug"
+        app.config.NOISY_EXCEPTIONS = False
+        app.ctx.edge = self
+        self.app = app
+        self._add_routes()
+        if s.allow_list or s.deny_list:
+            app.register_middleware(self._address_check, "request")
+        handlers: tuple[tuple[type[Exception], Any], ...] = (
+            (NotFound, self.request_metrics.observe("fallback", self._fallback, label=preflight_or_fallback)),
+            (
+                MethodNotAllowed,
+                self.request_metrics.observe("fallback", self._fallback, label=preflight_or_fallback),
+            ),
+            (PayloadTooLarge, self._too_large),
+            (BadRequest, self._bad_http),
+            (Exception, self._unexpected),
+        )
+        for exception, handler in handlers:
+            app.error_handler.add(exception, handler)
+        for listener, event in ((self._start, "before_server_start"), (self._stop, "after_server_stop")):
+            app.register_listener(listener, event)
+        guard_worker_signals(app)
+
+    # ---- wiring -------------------------------------------------------------------------------------
+
+    def _add_routes(self) -> None:
+        from flagproxy.edge import backstage, client_api, frontend_api
+
+        base = self.settings.base_path
+        get, post = ["GET", "HEAD"], ["POST"]
+        for family in ("frontend", "proxy"):
+            root = f"{base}/api/{family}"
+            self._route(f"{root}", get, frontend_api.enabled_get(self))
+            self._route(f"{root}", post, frontend_api.enabled_post(self))
+            self._route(f"{root}/features/<name>", get + post, frontend_api.one_feature(self))
+            self._route(f"{root}/client/metrics", post, frontend_api.metrics(self))
+            self._route(f"{root}/client/register", post, frontend_api.register(self))
+            if not self.settings.disable_all_endpoint:
+                self._route(f"{root}/all", get, frontend_api.all_get(self))
+                self._route(f"{root}/all", post, frontend_api.all_post(self))
+                self._route(f"{root}/all/client/metrics", post, frontend_api.metrics(self))
+                self._route(f"{root}/all/client/register", post, frontend_api.register(self))
+        client = f"{base}/api/client"
+        self._route(f"{client}/features", get, client_api.features(self))
+        self._route(f"{client}/features/<name>", get, client_api.feature(self))
+        self._route(f"{client}/metrics", post, client_api.metrics(self))
+        self._route(f"{client}/metrics/bulk", post, client_api.bulk_metrics(self))
+        self._route(f"{client}/register", post, client_api.register(self))
+        self._route(f"{base}/edge/validate", post, client_api.validate(self))
+        backstage.add_routes(self, f"{base}/internal-backstage", get)
+
+    def _route(self, path: str, methods: list[str], handler: Handler) -> None:
+        name = f"{'_'.join(methods)}{path}".replace("/", "_").replace("<", "").replace(">", "").lower()
+        label = path.removeprefix(self.settings.base_path) or "/"  # a route template: bounded
+        observed = self.request_metrics.observe(label, handler)
+        self.app.add_route(observed, path, methods=methods, name=name, strict_slashes=False)
+
+    async def _start(self, app: Sanic) -> None:
+        self.series_directory = tempfile.mkdtemp(prefix="flagproxy-edge-series-")  # one process: its own
+        self.request_metrics.start(self.series_directory)
+        if self.sync is not None:
+            await self.sync.start()
+        if self.offline_source is not None:
+            self.offline_source.load(self.scopes)
+            self.tasks.append(asyncio.get_running_loop().create_task(self.offline_source.run(self.scopes)))
+
+    async def _stop(self, app: Sanic) -> None:
+        for task in self.tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self.sync is not None:
+            await self.sync.stop()
+        await self.request_metrics.stop()
+        if self.series_directory is not None:
+            shutil.rmtree(self.series_directory, ignore_errors=True)
+
+    @property
+    def ready(self) -> bool:
+        return self.offline_source.ready(self.scopes) if self.offline else self.sync.ready
+
+    # ---- request helpers ----------------------------------------------------------------------------
+
+    def headers(self, request: Request, extra: dict[str, str] | None = None) -> dict[str, str]:
+        cors = self.cors.actual(request.headers.get("origin"))
+        return {**cors, **(extra or {})}
+
+    def json(self, request: Request, body: bytes, status: int = 200, etag: str | None = None) -> HTTPResponse:
+        headers = self.headers(request, {"ETag": etag} if etag else None)
+        return r.DatedResponse(body, status=status, headers=headers, content_type=r.JSON)
+
+    def empty(self, request: Request, status: int) -> HTTPResponse:
+        return r.DatedResponse(status=status, headers=self.headers(request))
+
+    def refusal(self, request: Request, refusal: Refusal) -> HTTPResponse:
+        if refusal.body:
+            return self.json(request, refusal.body, refusal.status)
+        return self.empty(request, refusal.status)
+
+    def client_error(self, request: Request, error: ClientError) -> HTTPResponse:
+        return self.json(request, error.body, error.status)
+
+    def not_ready(self, request: Request) -> HTTPResponse:
+        return self.json(request, NOT_READY, 503)
+
+    def _make_answer(self) -> Callable[[Request, bytes, str, bool], HTTPResponse]:
+        """The hot routes' answer: 200 with the body and its ETag, or (`conditional`, a GET) 304 when
+        If-None-Match has it. Headers are encoded once per app when CORS does not depend on the Origin
+        (the proxy's PreparedResponse): building Sanic's header map per request cost a fifth of a worker."""
+        cors = self.cors
+
+        def encoded(headers: dict[str, str]) -> tuple[r.EncodedHeaders, r.EncodedHeaders]:
+            return r.encode_headers({**headers, "Content-Type": r.JSON}), r.encode_headers(headers)
+
+        fixed = encoded(cors.actual(None)) if cors.origin_list is None else None
+
+        def answer(request: Request, body: bytes, etag: str, conditional: bool) -> HTTPResponse:
+            ok, not_modified = fixed or encoded(cors.actual(request.headers.get("origin")))
+            etag_header = (b"ETag", etag.encode("ascii"))
+            if conditional:
+                if_none_match = request.headers.get("if-none-match")
+                if if_none_match and none_match(if_none_match, etag):
+                    return r.PreparedResponse(b"", (*not_modified, etag_header), 304)
+            return r.PreparedResponse(body, (*ok, etag_header))
+
+        return answer
+
+    def conditional(self, request: Request, body: bytes, etag: str) -> HTTPResponse:
+        """200 with the body and its ETag, or 304 when If-None-Match has it."""
+        return self.answer(request, body, etag, True)
+
+    async def served(self, request: Request, family: str) -> ServedScope | HTTPResponse:
+        """The scope the request's token reads, or the answer refusing it."""
+        header = request.headers.get("authorization")
+        served = self.gate.fast(header, family)
+        if served is None:
+            checked = await self.gate.check(header, family)
+            if isinstance(checked, Refusal):
+                return self.refusal(request, checked)
+            served = checked
+        return served
+
+    async def hydrated(self, request: Request, family: str) -> ServedScope | HTTPResponse:
+        """As `served`, and 503 while the scope has no features yet."""
+        served = await self.served(request, family)
+        if isinstance(served, ServedScope) and served.current is None:
+            return self.not_ready(request)
+        return served
+
+    def remote_address(self, request: Request) -> str:
+        trust = self.settings.trust_proxy
+        if trust.enabled:
+            return client_address(request.ip, request.headers.get("x-forwarded-for"), trust)
+        return request.ip
+
+    # ---- everything else ----------------------------------------------------------------------------
+
+    async def _address_check(self, request: Request) -> HTTPResponse | None:
+        """--allow-list / --deny-list on the socket peer's address (Edge's middleware): 403 outside."""
+        try:
+            address = ipaddress.ip_address(request.ip)
+        except ValueError:
+            return self.empty(request, 403)
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        allow, deny = self.settings.allow_list, self.settings.deny_list
+        if allow and not any(address.version == n.version and address in n for n in allow):
+            return self.empty(request, 403)
+        if any(address.version == n.version and address in n for n in deny):
+            return self.empty(request, 403)
+        return None
+
+    async def _fallback(self, request: Request, exception: Exception) -> HTTPResponse:
+        if request.method == "OPTIONS":
+            preflight = self.cors.preflight(
+                request.headers.get("origin"), request.headers.get("access-control-request-headers")
+            )
+            return r.DatedResponse(status=self.cors.success_status, headers=preflight)
+        status = 405 if isinstance(exception, MethodNotAllowed) else 404
+        return self.json(
+            request, orjson.dumps({"error": f"{request.method} {request.path}: no such route"}), status
+        )
+
+    async def _too_large(self, request: Request, exception: Exception) -> HTTPResponse:
+        if "header" in str(exception):
+            return r.DatedResponse(status=431, headers={"Connection": "close"})
+        return self.json(request, orjson.dumps({"error": "request entity too large"}), 413)
+
+    async def _bad_http(self, request: Request, exception: Exception) -> HTTPResponse:
+        return r.DatedResponse(
+            orjson.dumps({"error": f"Bad request: {exception}"}), status=400, content_type=r.JSON
+        )
+
+    async def _unexpected(self, request: Request, exception: Exception) -> HTTPResponse:
+        self.logger.error(f"Unexpected error on {request.method} {request.path}: {exception!r}")
+        return r.DatedResponse(orjson.dumps(r.whoops(str(exception))), status=500, content_type=r.JSON)
+
+
+def read_json(request: Request) -> Any:
+    """The body as JSON, checked as the proxy checks it (415 for another content type, 400 for bad JSON)."""
+    _check_content_type(request)
+    return _parse_json(request.body)
+
+
+def create_app(settings: EdgeSettings, offline_source: Any = None) -> Sanic:
+    return EdgeApp(settings, offline_source).app

@@ -1,0 +1,180 @@
+"""`flagproxy edge [edge|offline|health|ready] [options]`: Edge's command line (docs/edge.md).
+
+`flagproxy edge --upstream-url … --tokens …` (or `flagproxy edge edge …`) runs against an upstream,
+`flagproxy edge offline --bootstrap-file …` from a file, `flagproxy edge health|ready [--edge-url U]` asks
+a running instance (exit 0 when it answers 200: for container health checks). A bad option prints one
+line naming it and exits 2; so does a start-up token the upstream says is not a valid client token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import http.client
+import os
+import sys
+from typing import Any, NoReturn
+from urllib.parse import urlsplit
+
+from flagproxy.edge.settings import EDGE, OFFLINE, OPTIONS, EdgeSettings
+from flagproxy.proxy.settings import ConfigError
+
+PROG = "flagproxy edge"
+LIST_KINDS = ("tokens", "offline_tokens", "pretrusted", "cidrs")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see --help)\n")
+
+
+def build_parser(mode: str) -> argparse.ArgumentParser:
+    prog = PROG if mode == EDGE else f"{PROG} {mode}"
+    description = (
+        "Run a drop-in for Unleash Edge against an upstream (a flagproxy server, Unleash, or another edge)."
+        if mode == EDGE
+        else "Run a drop-in for Unleash Edge's offline mode: flags from a file, no upstream."
+    )
+    parser = _Parser(prog=prog, description=description)
+    for option in OPTIONS:
+        if mode not in option.modes:
+            continue
+        names = [option.flag] + ([option.short] if option.short else [])
+        help_text = f"{option.help} [env {option.env}; default: {option.default_text()}]"
+        kwargs: dict[str, Any] = {"dest": option.key, "default": None, "help": help_text}
+        if option.kind == "bool":
+            kwargs.update(nargs="?", const="true", metavar="BOOL")
+        else:
+            kwargs["metavar"] = option.env
+        if option.kind in LIST_KINDS:
+            kwargs["action"] = "append"  # `-t a -t b` is `-t a,b`, as in Edge
+        parser.add_argument(*names, **kwargs)
+    if mode == EDGE:
+        parser.epilog = "Subcommands: `flagproxy edge offline --help`, `flagproxy edge health|ready --help`."
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    if argv and argv[0] in ("health", "ready"):
+        return probe(argv[0], argv[1:])
+    mode = EDGE
+    if argv and argv[0] in (EDGE, OFFLINE):
+        mode, argv = argv[0], argv[1:]
+    args = build_parser(mode).parse_args(argv)
+    options = {k: ",".join(v) if isinstance(v, list) else v for k, v in vars(args).items() if v is not None}
+    try:
+        settings = EdgeSettings.load(options, os.environ, mode)
+    except ConfigError as error:
+        print(f"{PROG}: {error}", file=sys.stderr)
+        return 2
+    from flagproxy.proxy.cli import _cannot_listen
+
+    problem = _cannot_listen(settings.interface, settings.port)
+    if problem:
+        print(
+            f"{PROG}: {problem.replace('PROXY_HOST', '--interface').replace('PORT', '--port')}",
+            file=sys.stderr,
+        )
+        return 2
+    if mode == OFFLINE:
+        return _serve_offline(settings)
+    problem = asyncio.run(_check_start_tokens(settings))
+    if problem:
+        print(f"{PROG}: {problem}", file=sys.stderr)
+        return 2
+    return _serve(settings, None)
+
+
+async def _check_start_tokens(settings: EdgeSettings) -> str | None:
+    """Ask the upstream about --tokens once: a token it refuses (or that is not a client token) stops the
+    start. An upstream that cannot be reached does not: the instance starts not ready and keeps asking."""
+    from flagproxy.edge.sync import upstream_client
+    from flagproxy.edge.tokens import CLIENT, masked, token_key
+    from flagproxy.edge.validation import TokenValidator, UpstreamUnavailable
+    from flagproxy.proxy.logger import make_logger
+
+    if not settings.tokens:
+        return None
+    client = upstream_client(settings, "", api=False)
+    validator = TokenValidator(client, make_logger(None, "fatal", False))
+    try:
+        answers = await validator.ask([t.secret for t in settings.tokens])
+    except UpstreamUnavailable:
+        return None
+    finally:
+        await client.close()
+    for index, token in enumerate(settings.tokens, start=1):
+        answer = answers.get(token_key(token.secret))
+        if answer is None:
+            return f"--tokens: entry {index} ({masked(token.secret)}) is not a valid token upstream"
+        if answer.type != CLIENT:
+            kind = answer.type
+            return f"--tokens: entry {index} ({masked(token.secret)}) is a {kind} token, not a client token"
+    return None
+
+
+def _serve_offline(settings: EdgeSettings) -> int:
+    from flagproxy.edge.offline import BootstrapError, OfflineSource
+    from flagproxy.proxy.logger import make_logger
+
+    source = OfflineSource(settings, make_logger(None, settings.log_level, False))
+    try:
+        source.check()
+    except BootstrapError as error:
+        print(f"{PROG}: --bootstrap-file: {error}", file=sys.stderr)
+        return 2
+    return _serve(settings, source)
+
+
+def _serve(settings: EdgeSettings, source: Any) -> int:
+    from flagproxy.edge.app import create_app
+    from flagproxy.serving import serve as run_workers
+
+    app = create_app(settings, source)
+    app.ctx.edge.logger.info(
+        f"flagproxy edge ({settings.mode}) is listening on {settings.interface}:{settings.port}"
+        + ("" if settings.mode == OFFLINE else f", upstream {settings.upstream_url}, "
+           + ("dynamic" if settings.dynamic else "strict") + " tokens")
+    )  # fmt: skip
+    app.prepare(
+        host=settings.interface,
+        port=settings.port,
+        workers=1,
+        access_log=settings.log_level == "debug",
+        motd=False,
+        single_process=True,
+    )
+    run_workers(app, None, 1)
+    return 0
+
+
+def probe(kind: str, argv: list[str]) -> int:
+    """`flagproxy edge health|ready`: 0 when the instance answers 200 on /internal-backstage/<kind>."""
+    parser = _Parser(prog=f"{PROG} {kind}", description=f"Exit 0 when a running edge is {kind}, else 1.")
+    parser.add_argument(
+        "--edge-url",
+        "-e",
+        default=None,
+        metavar="EDGE_URL",
+        help="where the instance runs [env EDGE_URL; default: http://localhost:3063]",
+    )
+    args = parser.parse_args(argv)
+    url = args.edge_url or os.environ.get("EDGE_URL") or "http://localhost:3063"
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        print(f"{PROG} {kind}: --edge-url: {url!r} is not an http(s) URL", file=sys.stderr)
+        return 2
+    connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    connection = connection_class(parts.hostname, parts.port, timeout=5)
+    path = parts.path.rstrip("/") + f"/internal-backstage/{kind}"
+    try:
+        connection.request("GET", path)
+        answer = connection.getresponse()
+        body = answer.read().decode(errors="replace")
+    except OSError as exc:
+        print(f"{PROG} {kind}: {url} cannot be reached: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        connection.close()
+    print(body)
+    return 0 if answer.status == 200 else 1

@@ -1,0 +1,250 @@
+"""`flagproxy edge` options with Edge's names: `--upstream-url` / UPSTREAM_URL and so on (docs/edge.md).
+
+A flag wins over its environment variable, which wins over the default. Every value is checked here, at
+start: a bad one raises ConfigError, whose text is the one line `flagproxy edge` prints before exiting 2.
+The CORS, trust-proxy and base-path values are read with the proxy's own parsers and land in attributes
+of the proxy's names, so flagproxy/proxy/cors.py and trust.py serve both commands unchanged.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from flagproxy.edge.tokens import EdgeToken, TokenFormatError, parse_offline, parse_pretrusted, parse_token
+from flagproxy.proxy.settings import ConfigError, TrustProxy, _is_http_url, _split_list
+from flagproxy.proxy.settings import Option as ProxyOption
+from flagproxy.proxy.settings import _Loader as _ProxyLoader
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+EDGE, OFFLINE = "edge", "offline"
+BOTH = (EDGE, OFFLINE)
+
+
+@dataclass(frozen=True)
+class Option:
+    key: str
+    env: str
+    default: Any
+    kind: str  # str url int bool tokens offline_tokens pretrusted cidrs level path base_path origin
+    help: str
+    modes: tuple[str, ...] = BOTH
+    short: str | None = None
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.key.replace("_", "-")
+
+    def default_text(self) -> str:
+        if self.default is None:
+            return "unset"
+        if isinstance(self.default, bool):
+            return "true" if self.default else "false"
+        if self.default in ("", ()):
+            return "empty"
+        return str(self.default)
+
+
+# fmt: off
+OPTIONS: tuple[Option, ...] = (
+    Option("upstream_url", "UPSTREAM_URL", None, "url",
+           "the upstream's base URL without /api: a flagproxy server, Unleash, or another edge",
+           (EDGE,), "-u"),
+    Option("tokens", "TOKENS", (), "tokens",
+           "client tokens to sync with at start (comma-separated); their environments and projects are "
+           "what this instance serves", BOTH, "-t"),
+    Option("pretrusted_tokens", "PRETRUSTED_TOKENS", (), "pretrusted",
+           "frontend tokens or legacy <secret>@<environment> keys accepted without asking the upstream",
+           (EDGE,)),
+    Option("dynamic", "DYNAMIC", False, "bool",
+           "accept any token the upstream validates, syncing its environment on first use (default: strict, "
+           "only tokens covered by --tokens)", (EDGE,)),
+    Option("strict", "STRICT", True, "bool",
+           "accept only tokens whose environment and projects a --tokens token covers (default)", (EDGE,)),
+    Option("port", "PORT", 3063, "int", "listening port", BOTH, "-p"),
+    Option("interface", "INTERFACE", "0.0.0.0", "str", "listening address", BOTH, "-i"),
+    Option("base_path", "BASE_PATH", "", "base_path", "path prefix of every route"),
+    Option("features_refresh_interval_seconds", "FEATURES_REFRESH_INTERVAL_SECONDS", 15, "int",
+           "seconds between two feature fetches of one environment", (EDGE,), "-f"),
+    Option("metrics_interval_seconds", "METRICS_INTERVAL_SECONDS", 60, "int",
+           "seconds between two bulk metrics posts upstream", (EDGE,), "-m"),
+    Option("token_revalidation_interval_seconds", "TOKEN_REVALIDATION_INTERVAL_SECONDS", 3600, "int",
+           "seconds between two revalidations of every known token", (EDGE,)),
+    Option("backup_folder", "BACKUP_FOLDER", None, "path",
+           "folder where the last good features of each environment are kept and read at start "
+           "(never tokens)", (EDGE,), "-b"),
+    Option("disable_all_endpoint", "DISABLE_ALL_ENDPOINT", False, "bool",
+           "do not serve /api/frontend/all and /api/proxy/all"),
+    Option("trust_proxy", "TRUST_PROXY", False, "bool",
+           "read the client address from X-Forwarded-For (from every peer, or from --proxy-trusted-servers)"),
+    Option("proxy_trusted_servers", "PROXY_TRUSTED_SERVERS", (), "cidrs",
+           "peers trusted to set X-Forwarded-For: IP addresses or CIDRs, comma-separated"),
+    Option("allow_list", "ALLOW_LIST", (), "cidrs",
+           "accept requests only from these CIDRs (default: every address)"),
+    Option("deny_list", "DENY_LIST", (), "cidrs", "refuse requests from these CIDRs (403)"),
+    Option("cors_origin", "CORS_ORIGIN", "*", "origin",
+           "Access-Control-Allow-Origin: one origin, or a comma-separated list (matches are reflected)"),
+    Option("cors_allowed_headers", "CORS_ALLOWED_HEADERS", None, "str",
+           "Access-Control-Allow-Headers (unset: reflect the preflight's request headers)"),
+    Option("cors_max_age", "CORS_MAX_AGE", 172800, "int", "Access-Control-Max-Age, seconds"),
+    Option("cors_exposed_headers", "CORS_EXPOSED_HEADERS", "ETag", "str", "Access-Control-Expose-Headers"),
+    Option("cors_methods", "CORS_METHODS", "GET, POST", "str", "Access-Control-Allow-Methods"),
+    Option("app_name", "APP_NAME", "unleash-edge", "str",
+           "application name sent upstream with registrations and metrics", BOTH, "-a"),
+    Option("instance_id", "INSTANCE_ID", None, "str", "instance id sent upstream (default: generated)"),
+    Option("upstream_request_timeout", "UPSTREAM_REQUEST_TIMEOUT", 5, "int",
+           "seconds allowed for one upstream request", (EDGE,)),
+    Option("skip_ssl_verification", "SKIP_SSL_VERIFICATION", False, "bool",
+           "do not check the upstream's TLS certificate", (EDGE,), "-s"),
+    Option("log_level", "LOG_LEVEL", "warn", "level", "debug, info, warn, error or fatal"),
+    Option("bootstrap_file", "BOOTSTRAP_FILE", None, "path",
+           "offline: a client features document, or an object of environment -> such a document",
+           (OFFLINE,)),
+    Option("client_tokens", "CLIENT_TOKENS", (), "offline_tokens",
+           "offline: client tokens accepted on /api/client/*", (OFFLINE,), "-c"),
+    Option("frontend_tokens", "FRONTEND_TOKENS", (), "offline_tokens",
+           "offline: frontend tokens accepted on /api/frontend and /api/proxy", (OFFLINE,)),
+    Option("reload_interval", "RELOAD_INTERVAL", 0, "int",
+           "offline: seconds between two reads of the bootstrap file (0: read once)", (OFFLINE,), "-r"),
+)
+# fmt: on
+OPTIONS_BY_KEY = {o.key: o for o in OPTIONS}
+
+
+@dataclass(frozen=True, kw_only=True)
+class EdgeSettings:
+    mode: str = EDGE
+    upstream_url: str = ""
+    tokens: tuple[EdgeToken, ...] = ()
+    pretrusted_tokens: tuple[EdgeToken, ...] = ()
+    dynamic: bool = False
+    port: int = 3063
+    interface: str = "0.0.0.0"
+    base_path: str = ""
+    features_refresh_interval_seconds: int = 15
+    metrics_interval_seconds: int = 60
+    token_revalidation_interval_seconds: int = 3600
+    backup_folder: str | None = None
+    disable_all_endpoint: bool = False
+    trust_proxy: TrustProxy = field(default_factory=TrustProxy)
+    allow_list: tuple[Network, ...] = ()
+    deny_list: tuple[Network, ...] = ()
+    app_name: str = "unleash-edge"
+    instance_id: str = ""
+    upstream_request_timeout: int = 5
+    skip_ssl_verification: bool = False
+    log_level: str = "warn"
+    bootstrap_file: str | None = None
+    client_tokens: tuple[EdgeToken, ...] = ()
+    frontend_tokens: tuple[EdgeToken, ...] = ()
+    reload_interval: int = 0
+    # CORS, in the attribute names flagproxy/proxy/cors.py reads.
+    cors_origin: str | tuple[str, ...] = "*"
+    cors_allowed_headers: str | None = None
+    cors_max_age: int = 172800
+    cors_exposed_headers: str | None = "ETag"
+    cors_methods: str = "GET, POST"
+    cors_credentials: bool = False
+    cors_options_success_status: int = 204
+    cors_preflight_continue: bool = False
+
+    @property
+    def strict(self) -> bool:
+        return not self.dynamic
+
+    @classmethod
+    def load(
+        cls, options: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None, mode: str = EDGE
+    ) -> EdgeSettings:
+        """Resolve `options` (flag values as strings, keyed by option key) over `env`; raise ConfigError."""
+        return _load(dict(options or {}), os.environ if env is None else env, mode)
+
+
+def _load(options: dict[str, Any], env: Mapping[str, str], mode: str) -> EdgeSettings:
+    values: dict[str, Any] = {"mode": mode}
+    for option in OPTIONS:
+        if mode not in option.modes:
+            continue
+        if mode == OFFLINE and option.kind == "tokens":
+            option = replace(option, kind="offline_tokens")  # offline, any string is a token (as in Edge)
+        raw = options.get(option.key)
+        label = option.flag
+        if raw is None:
+            raw, label = env.get(option.env), option.env
+        values[option.key] = option.default if raw in (None, "") else _convert(option, label, str(raw))
+    if mode == EDGE:
+        if not values["upstream_url"]:
+            raise ConfigError("--upstream-url (UPSTREAM_URL) is required: the upstream's base URL")
+        values["upstream_url"] = values["upstream_url"].rstrip("/")
+        strict_said = options.get("strict") is not None or env.get("STRICT") not in (None, "")
+        strict = values.pop("strict")
+        if strict_said and strict and values["dynamic"]:
+            raise ConfigError("--strict and --dynamic: choose one")
+        values["dynamic"] = values["dynamic"] or not strict
+        if not values["dynamic"] and not values["tokens"]:
+            raise ConfigError(
+                "--tokens (TOKENS) is required in strict mode: the client tokens whose environments and "
+                "projects this instance serves (or start with --dynamic)"
+            )
+    else:
+        if not values["bootstrap_file"]:
+            raise ConfigError("--bootstrap-file (BOOTSTRAP_FILE) is required in offline mode")
+        if not (values["tokens"] or values["client_tokens"] or values["frontend_tokens"]):
+            raise ConfigError("offline mode needs --tokens, --client-tokens or --frontend-tokens")
+    for key, low, high in (
+        ("port", 1, 65535),
+        ("features_refresh_interval_seconds", 1, None),
+        ("metrics_interval_seconds", 1, None),
+        ("token_revalidation_interval_seconds", 1, None),
+        ("upstream_request_timeout", 1, None),
+        ("cors_max_age", 0, None),
+    ):
+        value = values.get(key)
+        if value is not None and (value < low or (high is not None and value > high)):
+            bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+            raise ConfigError(f"{OPTIONS_BY_KEY[key].flag}: must be {bound}, got {value}")
+    servers = values.pop("proxy_trusted_servers")
+    if values["trust_proxy"]:
+        values["trust_proxy"] = TrustProxy(networks=servers) if servers else TrustProxy(trust_all=True)
+    else:
+        values["trust_proxy"] = TrustProxy()
+    if not values.get("instance_id"):
+        values["instance_id"] = f"flagproxy-edge@{uuid.uuid4().hex}"
+    return EdgeSettings(**values)
+
+
+def _convert(option: Option, label: str, raw: str) -> Any:
+    kind = option.kind
+    if kind == "url":
+        if not _is_http_url(raw):
+            raise ConfigError(f"{label}: {raw!r} is not an http:// or https:// URL")
+        if raw.rstrip("/").endswith("/api"):
+            raise ConfigError(f"{label}: {raw!r} ends in /api; give the base URL without it")
+        return raw.strip()
+    if kind in ("tokens", "pretrusted", "offline_tokens"):
+        parse = {"tokens": parse_token, "pretrusted": parse_pretrusted, "offline_tokens": parse_offline}[kind]
+        tokens = []
+        for index, part in enumerate(_split_list(raw), start=1):
+            try:
+                tokens.append(parse(part))
+            except TokenFormatError as exc:
+                # The entry's position, never its text: it may be a secret with a typo in it.
+                raise ConfigError(f"{label}: entry {index} is {exc}") from None
+        return tuple(tokens)
+    if kind == "cidrs":
+        networks = []
+        for part in _split_list(raw):
+            try:
+                networks.append(ipaddress.ip_network(part, strict=False))
+            except ValueError:
+                raise ConfigError(f"{label}: {part!r} is not an IP address or CIDR range") from None
+        return tuple(networks)
+    if kind == "path":
+        return os.path.abspath(raw.strip())
+    # str, int, bool, level, base_path, origin: read as `flagproxy proxy` reads its options.
+    as_proxy_option = ProxyOption(option.key, "(none)", (option.env,), (), option.default, kind, option.help)
+    return _ProxyLoader({}, {}).from_string(as_proxy_option, label, raw)

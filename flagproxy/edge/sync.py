@@ -1,0 +1,198 @@
+"""Everything `flagproxy edge` does upstream: validate the startup tokens, poll one feed per sync token,
+revalidate known tokens, send metrics in bulk. Routes never wait on this except to validate a new token.
+
+Start-up tokens are validated in the background until the upstream answers (the instance is not ready
+until then); each validated client token becomes a feed (flagproxy/edge/scopes.py) polled with the
+proxy's poller and upstream client, starting from its --backup-folder copy when there is one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from flagproxy.edge.metrics import BulkSender, EdgeMetrics
+from flagproxy.edge.scopes import Scope, Scopes, covers, scope_name
+from flagproxy.edge.settings import EdgeSettings
+from flagproxy.edge.tokens import CLIENT, EdgeToken, masked, token_key
+from flagproxy.edge.validation import TokenValidator, UpstreamUnavailable
+from flagproxy.sync.poller import Poller
+from flagproxy.sync.upstream import UpstreamClient, UpstreamConfig
+from flagproxy.sync.usage import iso_now
+
+TOKENS_BACKUP = "edge-tokens"  # in --backup-folder: token hashes and scopes, never a secret
+START_RETRY_SECONDS = 1.0  # between two tries to validate start-up tokens while the upstream is away
+
+
+def upstream_client(settings: EdgeSettings, token: str, api: bool = True) -> UpstreamClient:
+    return UpstreamClient(
+        UpstreamConfig(
+            url=settings.upstream_url + ("/api" if api else ""),
+            token=token,
+            app_name=settings.app_name,
+            instance_id=settings.instance_id,
+            refresh_interval=settings.features_refresh_interval_seconds * 1000,
+            metrics_interval=settings.metrics_interval_seconds * 1000,
+            verify_tls=not settings.skip_ssl_verification,
+            timeout_seconds=float(settings.upstream_request_timeout),
+        )
+    )
+
+
+class Feed:
+    """One sync token's poll loop."""
+
+    def __init__(self, token: EdgeToken, settings: EdgeSettings, scopes: Scopes, logger: Any) -> None:
+        self.token = token
+        self.scope: Scope = token.scope
+        self.scopes = scopes
+        self.client = upstream_client(settings, token.secret)
+        self.poller = Poller(
+            self.client,
+            interval_ms=settings.features_refresh_interval_seconds * 1000,
+            on_update=self._update,
+            on_not_modified=self._not_modified,
+            logger=logger,
+            token_label=f"the --tokens token {masked(token.secret)}",
+        )
+        self.task: asyncio.Task[None] | None = None
+        self.last_refresh: str | None = None
+        self.last_check: str | None = None
+
+    async def _update(self, payload: dict[str, Any]) -> bool:
+        self.last_refresh = self.last_check = iso_now()
+        return self.scopes.publish(self.scope, payload)
+
+    def _not_modified(self) -> None:
+        self.last_check = iso_now()
+        for served in self.scopes.served.values():
+            if served.source == self.scope:
+                served.store.touch()
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "token": masked(self.token.secret),
+            "environment": self.scope[0],
+            "projects": list(self.scope[1]),
+            "lastRefreshed": self.last_refresh,
+            "lastCheck": self.last_check,
+        }
+
+
+def broadest_first(tokens: list[EdgeToken]) -> list[EdgeToken]:
+    """Every-project tokens first, then by how many projects: a narrower one is then cut from a broader."""
+    return sorted(tokens, key=lambda t: (not t.all_projects, -len(t.projects)))
+
+
+class EdgeSync:
+    def __init__(self, settings: EdgeSettings, scopes: Scopes, metrics: EdgeMetrics, logger: Any) -> None:
+        self.settings = settings
+        self.scopes = scopes
+        self.logger = logger
+        self.validator = TokenValidator(
+            upstream_client(settings, "", api=False), logger, trusted=settings.pretrusted_tokens
+        )
+        self.validator.on_change = self.save_tokens
+        self.feeds: dict[Scope, Feed] = {}
+        self.unvalidated = list(settings.tokens)  # start-up tokens the upstream has not confirmed yet
+        self.sender = BulkSender(
+            metrics, self.client_for, interval_seconds=settings.metrics_interval_seconds, logger=logger
+        )
+        self.tasks: list[asyncio.Task[Any]] = []
+
+    @property
+    def ready(self) -> bool:
+        return not self.unvalidated and self.scopes.ready
+
+    def client_for(self, environment: str) -> UpstreamClient | None:
+        """A client with a token of `environment`, for its metrics (the broadest one)."""
+        feeds = sorted(
+            (f for f in self.feeds.values() if f.scope[0] == environment), key=lambda f: f.scope[1]
+        )
+        return feeds[0].client if feeds else None
+
+    def follow(self, token: EdgeToken) -> Feed:
+        """Poll for `token`'s scope, starting from the backup if there is one; a scope a feed already
+        covers is cut from that feed instead (one fetch per environment and project set, as Edge skips
+        tokens another subsumes)."""
+        feed = self.feeds.get(token.scope) or next(
+            (f for f in self.feeds.values() if covers(f.scope, token.scope)), None
+        )
+        if feed is not None:
+            return feed
+        feed = self.feeds[token.scope] = Feed(token, self.settings, self.scopes, self.logger)
+        self.logger.info(f"Syncing {scope_name(feed.scope)} with {masked(token.secret)}")
+        self.scopes.add_feed(feed.scope)
+        if self.scopes.restore(feed.scope):
+            self.logger.info(f"Serving {scope_name(feed.scope)} from the backup until the upstream answers")
+        feed.task = asyncio.get_running_loop().create_task(feed.poller.run())
+        return feed
+
+    def save_tokens(self) -> None:
+        if self.scopes.backup is not None:
+            self.scopes.backup.set(TOKENS_BACKUP, self.validator.saved())
+
+    def _restore(self) -> None:
+        """With --backup-folder: the tokens validated before the restart (by hash) and the start-up
+        tokens among them followed at once, so the instance serves its backup while the upstream is away."""
+        if self.scopes.backup is None or not self.validator.restore(self.scopes.backup.get(TOKENS_BACKUP)):
+            return
+        restored = []
+        for token in list(self.unvalidated):
+            _, known, _ = self.validator.cached(token.secret)
+            if known is not None and known.type == CLIENT:
+                self.unvalidated.remove(token)
+                restored.append(known)
+        for known in broadest_first(restored):
+            self.follow(known)
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._restore()
+        self.tasks = [
+            loop.create_task(self._validate_start_tokens()),
+            loop.create_task(
+                self.validator.run_revalidation(self.settings.token_revalidation_interval_seconds)
+            ),
+            loop.create_task(self.sender.run()),
+        ]
+
+    async def _validate_start_tokens(self) -> None:
+        while self.unvalidated:
+            try:
+                answers = await self.validator.ask([t.secret for t in self.unvalidated])
+            except UpstreamUnavailable:
+                await asyncio.sleep(START_RETRY_SECONDS)
+                continue
+            valid = []
+            for token in self.unvalidated:
+                answer = answers.get(token_key(token.secret))
+                if answer is None or answer.type != CLIENT:
+                    what = "not valid" if answer is None else f"a {answer.type} token"
+                    self.logger.error(f"--tokens: {masked(token.secret)} is {what} upstream; not syncing it")
+                    continue
+                self.validator.known[token_key(token.secret)] = answer
+                valid.append(answer)
+            for answer in broadest_first(valid):
+                self.follow(answer)
+            self.unvalidated = []  # after the feeds exist, so `ready` never sees neither
+            self.save_tokens()
+
+    async def dynamic_feed(self, token: EdgeToken, timeout: float) -> None:
+        """--dynamic: sync a validated client token's scope on first use and wait for its first fetch."""
+        feed = self.follow(token)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.scopes.hydrated[feed.scope].wait(), timeout)
+
+    async def stop(self) -> None:
+        tasks = [*self.tasks, *(f.task for f in self.feeds.values() if f.task is not None)]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        with contextlib.suppress(Exception):
+            await self.sender.flush()  # the last counts go before the instance does
+        for client in [self.validator.client, *(f.client for f in self.feeds.values())]:
+            await client.close()

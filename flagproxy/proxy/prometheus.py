@@ -1,0 +1,415 @@
+"""Prometheus series of one proxy instance, added up over its workers (ENABLE_PROMETHEUS, docs/proxy.md).
+
+Every process of an instance (each worker, and the main process that runs the sync) writes its own samples
+into prometheus_client's multiprocess files, in the `prometheus/` folder of the instance (leader.py); a
+scrape, on whichever worker it lands, reads them all with `MultiProcessCollector`, so N workers add up and
+a replaced worker's counts stay in the sums. The folder is emptied when the instance starts.
+`flagproxy edge` (one process) counts its routes with the same `RequestMetrics`, in a folder of its own.
+
+The hot path pays for a handler wrapper only: two clock reads, a bisect and three additions to slotted
+cells bound once per route (no label lookup, no allocation but the float of the duration). The cells are
+written to the process's file every `FLUSH_SECONDS` and before a scrape or a stop, so a scrape sees the
+other workers' requests of the last fraction of a second a little late, never lost or twice.
+
+The Node proxy's three series come first, in its own text (integer milliseconds, `unleash_proxy_up` a
+counter without `_total`), as before; with ENABLE_PROMETHEUS=false they are all that is served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import os
+import secrets
+import time
+from bisect import bisect_left
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import orjson
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.mmap_dict import MmapedDict, mmap_key
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.utils import floatToGoString
+
+FLUSH_SECONDS = 0.25
+# Request durations: proxy answers take tens of microseconds to a few milliseconds, so the buckets start
+# well below prometheus_client's default 5 ms.
+DURATION_BUCKETS = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, float("inf"),
+)  # fmt: skip
+
+REQUESTS = ("flagproxy_http_requests", "Requests answered, by route and status.")
+DURATION = (
+    "flagproxy_http_request_duration_seconds",
+    "Time spent answering a request in its route, seconds.",
+)
+USAGE = ("flagproxy_toggle_usage", "Yes/no counts of each flag: named lookups and what SDKs reported.")
+UPSTREAM_ERRORS = ("flagproxy_upstream_errors", "Failed upstream feature fetches, by kind.")
+UPSTREAM_FETCHES = ("flagproxy_upstream_fetches", "Upstream feature fetches, by result.")
+METRICS_BATCHES = ("flagproxy_metrics_batches", "Usage metrics batches posted upstream, by result.")
+LAST_SUCCESS = (
+    "flagproxy_upstream_last_success_timestamp_seconds",
+    "When the upstream last answered a feature fetch (200 or 304), Unix time.",
+)
+LAST_FAILURE = (
+    "flagproxy_upstream_last_failure_timestamp_seconds",
+    "When a feature fetch last failed, Unix time.",
+)
+
+CONTENT_TYPE = "text/plain; charset=utf-8; version=0.0.4"
+
+
+class Cell:
+    """One sample of this process: counted in memory, written to the process's file on flush."""
+
+    __slots__ = ("key", "value", "written")
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.value = 0.0
+        self.written = -1.0  # never: zeros are written too (a histogram needs every bucket)
+
+
+class SeriesFile:
+    """One process's samples of one kind ("counter", "histogram", "gauge_max") in the instance's folder.
+
+    Cells can be made before the folder is known (routes are wired before the server starts); they are
+    written once `open()` is called. The file name carries the pid and a random part, so two apps in one
+    process, or a worker that gets a dead one's pid, never share a file."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.cells: list[Cell] = []
+        self.file: MmapedDict | None = None
+
+    def open(self, directory: str) -> None:
+        name = f"{self.kind}_{os.getpid()}-{secrets.token_hex(4)}.db"
+        self.file = MmapedDict(os.path.join(directory, name))
+
+    def cell(self, metric: tuple[str, str], sample: str, labels: dict[str, str]) -> Cell:
+        name, help_text = metric
+        made = Cell(mmap_key(name, sample, list(labels), list(labels.values()), help_text))
+        self.cells.append(made)
+        return made
+
+    def flush(self) -> None:
+        file = self.file
+        if file is None:
+            return
+        for cell in self.cells:
+            if cell.value != cell.written:
+                value = cell.value
+                file.write_value(cell.key, value, 0.0)
+                cell.written = value
+
+    def close(self) -> None:
+        self.flush()
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+
+
+Handler = Callable[..., Awaitable[Any]]
+
+
+class RequestMetrics:
+    """A worker's series: requests, durations and per-flag usage; the scrape of the whole instance."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.counters = SeriesFile("counter")
+        self.histograms = SeriesFile("histogram")
+        self.directory: str | None = None
+        self.flushing: asyncio.Task[None] | None = None
+        self._usage: dict[tuple[str, bool], Cell] = {}
+        self._known: tuple[Any, frozenset[str]] = (None, frozenset())
+
+    # ---- the hot path ---------------------------------------------------------------------------------
+
+    def observe(self, route: str, handler: Handler, label: Callable[[Any], str] | None = None) -> Any:
+        """`handler`, counted under `route` (or under `label(request)` when given: the fallback tells
+        preflights from unknown paths). Disabled: `handler` itself, nothing added to a request."""
+        if not self.enabled:
+            return handler
+        Cells = tuple[str, dict[int, Cell], list[Cell], Cell]  # route, requests by status, buckets, sum
+        by_label: dict[str, Cells] = {}
+
+        def cells_for(name: str) -> Cells:
+            found = by_label.get(name)
+            if found is None:
+                labels = {"route": name}
+                bucket = DURATION[0] + "_bucket"
+                buckets = [
+                    self.histograms.cell(DURATION, bucket, {**labels, "le": floatToGoString(b)})
+                    for b in DURATION_BUCKETS
+                ]
+                total = self.histograms.cell(DURATION, DURATION[0] + "_sum", labels)
+                found = by_label[name] = (name, {}, buckets, total)
+            return found
+
+        def status_cell(name: str, statuses: dict[int, Cell], status: int) -> Cell:
+            labels = {"route": name, "status": str(status)}
+            cell = statuses[status] = self.counters.cell(REQUESTS, REQUESTS[0] + "_total", labels)
+            return cell
+
+        clock = time.perf_counter
+        bounds = DURATION_BUCKETS
+        fixed = cells_for(route) if label is None else None
+
+        def count(request: Any, response: Any, elapsed: float) -> None:
+            name, statuses, buckets, total = fixed or cells_for(label(request))  # type: ignore[misc]
+            status = response.status
+            cell = statuses.get(status) or status_cell(name, statuses, status)
+            cell.value += 1
+            buckets[bisect_left(bounds, elapsed)].value += 1
+            total.value += elapsed
+
+        if fixed is not None and len(inspect.signature(handler).parameters) == 1:
+            # The request alone, under a fixed route (every toggle route): the counting inlined, no
+            # *args/**kwargs to pack and no second call on the hot path.
+            name, statuses, buckets, total = fixed
+
+            async def observed(request: Any) -> Any:
+                started = clock()
+                response = await handler(request)
+                elapsed = clock() - started
+                status = response.status
+                cell = statuses.get(status)
+                if cell is None:
+                    cell = status_cell(name, statuses, status)
+                cell.value += 1
+                buckets[bisect_left(bounds, elapsed)].value += 1
+                total.value += elapsed
+                return response
+
+            return observed
+
+        async def observed_with_arguments(request: Any, *args: Any, **kwargs: Any) -> Any:
+            # Error handlers get the exception; routes with <parameters> get them as keywords.
+            started = clock()
+            response = await handler(request, *args, **kwargs)
+            count(request, response, clock() - started)
+            return response
+
+        return observed_with_arguments
+
+    # ---- per-flag usage, every hand-off (cold) --------------------------------------------------------
+
+    def count_usage(self, counts: Any, snapshot: Any) -> None:
+        """Add a hand-off's yes/no counts (flagproxy/sync/usage.py) for the flags the snapshot has: callers
+        may name flags that do not exist, and a label per made-up name would grow without bound."""
+        if not self.enabled or snapshot is None:
+            return
+        if self._known[0] is not snapshot:
+            self._known = (snapshot, frozenset(snapshot.names))
+        known = self._known[1]
+        for name, (yes, no, _variants) in counts.toggles.items():
+            if name not in known:
+                continue
+            for enabled, n in ((True, yes), (False, no)):
+                if n:
+                    cell = self._usage.get((name, enabled))
+                    if cell is None:
+                        labels = {"toggle": name, "result": "yes" if enabled else "no"}
+                        cell = self._usage[(name, enabled)] = self.counters.cell(
+                            USAGE, USAGE[0] + "_total", labels
+                        )
+                    cell.value += n
+
+    # ---- lifetime ---------------------------------------------------------------------------------------
+
+    def start(self, directory: str) -> None:
+        """Write into `directory` (the instance's `series_directory`) from now on."""
+        if not self.enabled:
+            return
+        self.directory = directory
+        self.counters.open(self.directory)
+        self.histograms.open(self.directory)
+        self.flushing = asyncio.get_running_loop().create_task(self._flush_every())
+
+    async def _flush_every(self) -> None:
+        while True:
+            await asyncio.sleep(FLUSH_SECONDS)
+            self.flush()
+
+    def flush(self) -> None:
+        self.counters.flush()
+        self.histograms.flush()
+
+    async def stop(self) -> None:
+        if self.flushing is not None:
+            self.flushing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.flushing
+            self.flushing = None
+        self.counters.close()
+        self.histograms.close()
+
+    # ---- the scrape -------------------------------------------------------------------------------------
+
+    def render(self, store: Any) -> bytes:
+        """The Node proxy's three series, then (enabled) every series of the instance."""
+        body = node_series(store.last_update_ms, store.last_fetch_ms)
+        if not self.enabled or self.directory is None:
+            return body
+        return body + b"\n" + self.series_text(_StoreCollector(store))
+
+    def series_text(self, *more: Any) -> bytes:
+        """Every process's series (and `more` collectors'), in the text format; b"" before `start`."""
+        if not self.enabled or self.directory is None:
+            return b""
+        self.flush()  # this worker's latest; the others' are at most FLUSH_SECONDS old
+        registry = CollectorRegistry(auto_describe=False)
+        MultiProcessCollector(registry, path=self.directory)
+        for collector in more:
+            registry.register(collector)
+        return generate_latest(registry)
+
+
+def preflight_or_fallback(request: Any) -> str:
+    """The label of what a router did not match: CORS preflights apart from unknown paths."""
+    return "preflight" if request.method == "OPTIONS" else "fallback"
+
+
+def node_series(last_update_ms: int, last_fetch_ms: int) -> bytes:
+    """The Node proxy's prom-client registry, as it prints it."""
+    return (
+        "# HELP last_metrics_update_epoch_timestamp_ms An epoch timestamp (in milliseconds) set to when "
+        "the proxy last got an update from upstream\n"
+        "# TYPE last_metrics_update_epoch_timestamp_ms gauge\n"
+        f"last_metrics_update_epoch_timestamp_ms {last_update_ms}\n\n"
+        "# HELP last_metrics_fetch_epoch_timestamp_ms An epoch timestamp (in milliseconds) set to when "
+        "the proxy last checked upstream (regardless if there was an update or not)\n"
+        "# TYPE last_metrics_fetch_epoch_timestamp_ms gauge\n"
+        f"last_metrics_fetch_epoch_timestamp_ms {last_fetch_ms}\n\n"
+        "# HELP unleash_proxy_up Indication that the service is up.\n"
+        "# TYPE unleash_proxy_up counter\n"
+        "unleash_proxy_up 1\n"
+    ).encode()
+
+
+class _StoreCollector:
+    """What every worker holds alike (the published revision): read from the scraping worker's store."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def collect(self) -> Iterator[Metric]:
+        store = self.store
+        snapshot = store.current
+        for name, help_text, value in (
+            ("flagproxy_snapshot_revision", "Revision of the flags being served.", store.revision),
+            (
+                "flagproxy_snapshot_age_seconds",
+                "Seconds since the flags being served last changed.",
+                max(0.0, time.time() - store.last_update_ms / 1000),
+            ),
+            (
+                "flagproxy_flags",
+                "Flags in the snapshot being served.",
+                len(snapshot.names) if snapshot else 0,
+            ),
+        ):
+            metric = Metric(name, help_text, "gauge")
+            metric.add_sample(name, {}, value)
+            yield metric
+
+
+class SyncMetrics:
+    """The sync's series (upstream fetches and errors, metrics batches), in the process that runs it, and
+    what the status page says of the upstream (`upstream.json` beside them). Called on the sync's loop,
+    a few times a refresh interval at most: written at once."""
+
+    STATUS_FILE = "upstream.json"
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.counters = SeriesFile("counter")
+        self.gauges = SeriesFile("gauge_max")
+        self.counters.open(self.directory)
+        self.gauges.open(self.directory)
+        self._cells: dict[tuple[tuple[str, str], str, str], Cell] = {}
+        self.last_success = self.gauges.cell(LAST_SUCCESS, LAST_SUCCESS[0], {})
+        self.last_failure = self.gauges.cell(LAST_FAILURE, LAST_FAILURE[0], {})
+        self.last_error: str | None = None
+
+    def _count(self, metric: tuple[str, str], label: str, value: str) -> None:
+        cell = self._cells.get((metric, label, value))
+        if cell is None:
+            cell = self._cells[(metric, label, value)] = self.counters.cell(
+                metric, metric[0] + "_total", {label: value}
+            )
+        cell.value += 1
+
+    def fetched(self, result: Any, accepted: bool) -> None:
+        """One poll's result (flagproxy/sync/poller.py): "updated", "not_modified" or a failure kind."""
+        # Duck-typed (upstream.py's Updated, NOT_MODIFIED, Failed): this module never loads the HTTP client.
+        now = time.time()
+        failed = hasattr(result, "reason")
+        if failed or not accepted:
+            kind = error_kind(result) if failed else "invalid"
+            self._count(UPSTREAM_FETCHES, "result", "failed")
+            self._count(UPSTREAM_ERRORS, "kind", kind)
+            self.last_failure.value = now
+            reason = result.reason if failed else "sent a document that was not installed"
+            self.last_error = f"{kind}: {reason}"
+        else:
+            self._count(
+                UPSTREAM_FETCHES, "result", "updated" if hasattr(result, "payload") else "not_modified"
+            )
+            self.last_success.value = now
+        self._write()
+
+    def metrics_sent(self, ok: bool) -> None:
+        self._count(METRICS_BATCHES, "result", "sent" if ok else "failed")
+        self._write()
+
+    def _write(self) -> None:
+        self.counters.flush()
+        self.gauges.flush()
+        status = {
+            "last_success": self.last_success.value or None,
+            "last_failure": self.last_failure.value or None,
+            "last_error": self.last_error,
+        }
+        path = os.path.join(self.directory, self.STATUS_FILE)
+        temporary = path + f".{os.getpid()}.tmp"
+        with open(temporary, "wb") as file:
+            file.write(orjson.dumps(status))
+        os.replace(temporary, path)
+
+    def close(self) -> None:
+        self.counters.close()
+        self.gauges.close()
+
+
+def error_kind(failure: Any) -> str:
+    """A failed fetch as a label: "auth" (401/403), "status" (another HTTP status), "network" (timeout,
+    connection), "invalid" (a 200 that is no features document)."""
+    if failure.kind == "auth":
+        return "auth"
+    if failure.status is None:
+        return "network"
+    if failure.status == 200:
+        return "invalid"
+    return "status"
+
+
+def instance_totals(directory: str | None) -> tuple[float | None, dict[str, list[float]] | None]:
+    """(requests answered, {flag: [yes, no]}) summed over every process of the instance; (None, None)
+    without series (ENABLE_PROMETHEUS=false). Read for the status page."""
+    if directory is None:
+        return None, None
+    requests = 0.0
+    usage: dict[str, list[float]] = {}
+    for metric in MultiProcessCollector(None, path=directory).collect():
+        if metric.name == REQUESTS[0]:
+            requests = sum(sample.value for sample in metric.samples)
+        elif metric.name == USAGE[0]:
+            for sample in metric.samples:
+                counts = usage.setdefault(sample.labels["toggle"], [0.0, 0.0])
+                counts[0 if sample.labels["result"] == "yes" else 1] += sample.value
+    return requests, usage

@@ -1,0 +1,27 @@
+"""The web console: server-rendered pages (Jinja2) with htmx, served by `flagproxy server` under /console.
+
+Pages read through the storage layer and the admin API's views; every change a page offers is a request
+from the browser to the admin API itself (`/api/admin/...`, JSON, with the session cookie and the CSRF
+header), so permissions and validation have one code path and everything a page does the API does.
+What a person may not do is rendered disabled, decided by the same `allowed()` the API asks.
+
+Modules, one page group each: `signin` (login, invite signup), `flags` (projects, a project's flags,
+archive), `flag` (a flag's page), `playground`, `people` (users, invite links, roles, groups, project
+access), `resources` (API tokens, segments, the event log). `render` holds the Jinja2 environment, the
+session check and the security headers.
+"""
+
+from __future__ import annotations
+
+from sanic import Blueprint
+
+
+def blueprints() -> list[Blueprint]:
+    from flagproxy.server.console import flag, flags, people, playground, resources, signin
+    from flagproxy.server.console.render import error_page
+    from flagproxy.server.errors import ApiError
+
+    found = [signin.bp, flags.bp, flag.bp, playground.bp, people.bp, resources.bp]
+    for blueprint in found:
+        blueprint.exception(ApiError)(error_page)  # pages, not the API's JSON records
+    return found

@@ -1,0 +1,108 @@
+"""Rendering console pages: the Jinja2 environment, who is signed in, and the headers every page carries.
+
+Content-Security-Policy: scripts, styles and requests only from this server and no inline script or style
+(htmx is configured through a meta tag, its indicator styles turned off, and never evaluates attribute
+code), no framing. The session cookie is HttpOnly; the CSRF cookie is readable by the console's own
+script, which copies it into X-CSRF-Token on every request the admin API checks (flagproxy/server/auth.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from functools import wraps
+from typing import Any
+from urllib.parse import quote
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from sanic import HTTPResponse, Request
+from sanic.response import redirect
+
+from flagproxy import __version__
+from flagproxy.server.auth import session_caller
+from flagproxy.server.errors import ApiError
+from flagproxy.server.identity.access import Caller, allowed
+from flagproxy.server.routes.common import json_response
+
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+SECURITY_HEADERS = {
+    "content-security-policy": CONTENT_SECURITY_POLICY,
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "same-origin",
+    "x-frame-options": "DENY",
+    "cache-control": "no-store",
+}
+
+_environment = Environment(
+    loader=PackageLoader("flagproxy.server.console", "templates"),
+    autoescape=select_autoescape(default=True, default_for_string=True),
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+
+
+def html(request: Request, template: str, status: int = 200, **context: Any) -> HTTPResponse:
+    """A page or fragment; `caller` (when signed in) and `can` (the permission check) are always there."""
+    caller: Caller | None = getattr(request.ctx, "console_caller", None)
+    body = _environment.get_template(template).render(
+        caller=caller,
+        version=__version__,
+        path=request.path,
+        can=getattr(request.ctx, "can", None),
+        **context,
+    )
+    return HTTPResponse(
+        body, status=status, headers=dict(SECURITY_HEADERS), content_type="text/html; charset=utf-8"
+    )
+
+
+def login_redirect(request: Request) -> HTTPResponse:
+    target = "/console/login?next=" + quote(request.path, safe="/")
+    if request.headers.get("hx-request"):
+        # htmx follows HX-Redirect with a full page load; a 302 would be swapped into the fragment.
+        return HTTPResponse(status=401, headers={"hx-redirect": target, **SECURITY_HEADERS})
+    response = redirect(target)
+    response.headers.update(SECURITY_HEADERS)
+    return response
+
+
+Page = Callable[..., Awaitable[HTTPResponse]]
+
+
+def signed_in(handler: Page) -> Page:
+    """A page for a signed-in person: resolves the session (else the login page) and puts on the request
+    `console_caller` and `can(permission, project=None, environment=None)`, the admin API's own check."""
+
+    @wraps(handler)
+    async def page(request: Request, *args: Any, **kwargs: Any) -> HTTPResponse:
+        db = request.app.ctx.db
+        with db.transaction(read_only=True) as tx:
+            caller = session_caller(tx, request)
+        if caller is None:
+            return login_redirect(request)
+
+        answers: dict[tuple[str, str | None, str | None], bool] = {}
+
+        def can(permission: str, project: str | None = None, environment: str | None = None) -> bool:
+            # A flag table asks the same few questions once per row: ask the database once each.
+            key = (permission, project, environment)
+            if key not in answers:
+                with db.transaction(read_only=True) as tx:
+                    answers[key] = allowed(tx, caller, permission, project, environment)
+            return answers[key]
+
+        request.ctx.console_caller = caller
+        request.ctx.can = can
+        return await handler(request, *args, **kwargs)
+
+    return page
+
+
+async def error_page(request: Request, error: ApiError) -> HTTPResponse:
+    """A console URL that names nothing (or is refused) gets a page, not the API's JSON record; an htmx
+    fragment request gets the record, whose message console.js shows beside the form."""
+    if request.headers.get("hx-request"):
+        return json_response({"name": error.name, "message": error.message}, status=error.status)
+    return html(request, "error.html", status=error.status, message=error.message)

@@ -1,0 +1,68 @@
+"""API tokens (create client and frontend tokens: the secret shown once, then never again in the console;
+revoke), segments (create with constraint rows, delete) and the event log."""
+
+from __future__ import annotations
+
+from sanic import Blueprint, HTTPResponse, Request
+
+from flagproxy.server.authoring import SINGLE_VALUE_OPERATORS
+from flagproxy.server.console.flag import OPERATORS
+from flagproxy.server.console.render import html, signed_in
+from flagproxy.server.errors import NoAccess
+from flagproxy.server.storage import events as event_rows
+from flagproxy.server.storage import projects as project_rows
+from flagproxy.server.storage import segments as segment_rows
+from flagproxy.server.storage import tokens as token_rows
+from flagproxy.server.storage.catalog import decode_segment
+from flagproxy.server.views import segment_json
+
+bp = Blueprint("console_resources")
+EVENTS_SHOWN = 100
+
+
+def _masked(secret: str) -> str:
+    """Enough of a token to tell it apart (its scope and four characters), never the secret itself."""
+    scope, dot, rest = secret.rpartition(".")
+    return f"{scope}{dot}{rest[:4]}…" if dot else f"{secret[:4]}…"
+
+
+@bp.get("/console/tokens")
+@signed_in
+async def tokens(request: Request) -> HTTPResponse:
+    # The API lists tokens (with their secrets) only to READ_CLIENT_API_TOKEN; so does the console.
+    if not request.ctx.can("READ_CLIENT_API_TOKEN"):
+        raise NoAccess('You need the "READ_CLIENT_API_TOKEN" permission to see API tokens.')
+    with request.app.ctx.db.transaction(read_only=True) as tx:
+        shown = [{**t.to_json(), "masked": _masked(t.secret)} for t in token_rows.all_tokens(tx)]
+        environments = project_rows.environments(tx)
+        projects = project_rows.projects(tx)
+    shown = [t for t in shown if t["type"] != "admin"]
+    return html(request, "tokens.html", tokens=shown, environments=environments, projects=projects)
+
+
+@bp.get("/console/segments")
+@signed_in
+async def segments(request: Request) -> HTTPResponse:
+    with request.app.ctx.db.transaction(read_only=True) as tx:
+        used = segment_rows.usage(tx)
+        shown = [
+            segment_json(decode_segment(row), used.get(int(row["id"]), []))
+            for row in segment_rows.segments(tx)
+        ]
+        projects = project_rows.projects(tx)
+    return html(
+        request,
+        "segments.html",
+        segments=shown,
+        projects=projects,
+        operators=OPERATORS,
+        single_value=sorted(SINGLE_VALUE_OPERATORS),
+    )
+
+
+@bp.get("/console/events")
+@signed_in
+async def events(request: Request) -> HTTPResponse:
+    with request.app.ctx.db.transaction(read_only=True) as tx:
+        shown, total = event_rows.page(tx, EVENTS_SHOWN, 0)
+    return html(request, "events.html", events=shown, total=total)

@@ -1,0 +1,162 @@
+"""Running `flagproxy edge` processes on loopback, and an upstream that counts what it is asked.
+
+`EdgeProcess` is tests/http/processes.py's Process with the edge's command line; `CountingUpstream` is an
+aiohttp server (on tests/http/loopback.py's loop thread) that answers `/edge/validate` from a table of
+tokens and `/api/client/features` per token, and records every request, so tests can say how often the
+upstream was asked.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from tests.http.loopback import LoopThread, StubUpstream, fetch, free_port
+from tests.http.processes import Process
+
+
+class EdgeProcess(Process):
+    def __init__(self, args: list[str], env: dict[str, str] | None = None) -> None:
+        import os
+
+        port = free_port()
+        full_env = {**os.environ, "PORT": str(port), "INTERFACE": "127.0.0.1", "PYTHONUNBUFFERED": "1"}
+        for name in ("UPSTREAM_URL", "TOKENS", "STRICT", "DYNAMIC", "LOG_LEVEL"):
+            full_env.pop(name, None)
+        full_env.update(env or {})
+        super().__init__(args, full_env, [sys.executable, "-m", "flagproxy", "edge"])
+
+    def wait_ready(self, timeout: float = 20, health: str = "/internal-backstage/ready") -> None:
+        super().wait_ready(timeout, health)
+
+    def wait_listening(self, timeout: float = 20) -> None:
+        super().wait_ready(timeout, "/internal-backstage/health")
+
+    def request(
+        self, method: str, path: str, token: str | None = None, json: Any = None, headers: dict | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
+        sent = dict(headers or {})
+        if token is not None:
+            sent["Authorization"] = token
+        body = None
+        if json is not None:
+            body = orjson.dumps(json)
+            sent["Content-Type"] = "application/json"
+        return fetch(self.port, method, path, sent, body, timeout=10)
+
+    def get(self, path: str, token: str | None = None, **kwargs: Any) -> tuple[int, dict[str, str], bytes]:
+        return self.request("GET", path, token, **kwargs)
+
+    def post(self, path: str, token: str | None = None, json: Any = None, **kwargs: Any) -> Any:
+        return self.request("POST", path, token, json, **kwargs)
+
+
+def edge(upstream_url: str, tokens: list[str], *extra: str, env: dict[str, str] | None = None) -> EdgeProcess:
+    args = ["--upstream-url", upstream_url, "--features-refresh-interval-seconds", "1"]
+    if tokens:
+        args += ["--tokens", ",".join(tokens)]
+    return EdgeProcess([*args, *extra], env)
+
+
+def features_doc(*flags: tuple[str, str, bool]) -> dict[str, Any]:
+    """A client features document of (name, project, enabled) flags with the default strategy."""
+    return {
+        "version": 2,
+        "features": [
+            {
+                "name": name,
+                "project": project,
+                "enabled": enabled,
+                "strategies": [{"name": "default", "parameters": {}, "constraints": []}],
+            }
+            for name, project, enabled in flags
+        ],
+    }
+
+
+class CountingUpstream:
+    """`tokens`: secret → (type, environment, projects); `documents`: secret → features document."""
+
+    def __init__(self, loop: LoopThread) -> None:
+        self.loop = loop
+        self.tokens: dict[str, tuple[str, str, list[str]]] = {}
+        self.documents: dict[str, dict[str, Any]] = {}
+        self.asked: list[str] = []  # every token asked about, in order
+        self.validate_calls = 0
+        self.validate_delay = 0.0
+        self.validate_status = 200
+        self.post_status = 202
+        self.requests: list[dict[str, Any]] = []
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.runner: web.AppRunner | None = None
+        loop.run(self._start())
+
+    def add(self, secret: str, kind: str, environment: str, projects: list[str], doc: Any = None) -> str:
+        self.tokens[secret] = (kind, environment, projects)
+        if doc is not None:
+            self.documents[secret] = doc
+        return secret
+
+    async def _validate(self, request: web.Request) -> web.Response:
+        import asyncio
+
+        self.validate_calls += 1
+        body = orjson.loads(await request.read())
+        self.asked += body["tokens"]
+        if self.validate_delay:
+            await asyncio.sleep(self.validate_delay)
+        if self.validate_status != 200:
+            return web.Response(status=self.validate_status)
+        valid = [
+            {
+                "token": t,
+                "type": self.tokens[t][0],
+                "environment": self.tokens[t][1],
+                "projects": self.tokens[t][2],
+            }
+            for t in body["tokens"]
+            if t in self.tokens
+        ]
+        return web.json_response({"tokens": valid})
+
+    async def _features(self, request: web.Request) -> web.Response:
+        token = request.headers.get("Authorization", "")
+        self.requests.append({"path": request.path, "token": token})
+        if token not in self.tokens or self.tokens[token][0] != "client":
+            return web.Response(status=403)
+        return web.json_response(self.documents.get(token, {"version": 2, "features": []}))
+
+    async def _post(self, request: web.Request) -> web.Response:
+        raw = await request.read()
+        entry = {
+            "path": request.path,
+            "token": request.headers.get("Authorization", ""),
+            "body": orjson.loads(raw),
+            "size": len(raw),
+            "status": self.post_status,
+        }
+        self.requests.append(entry)
+        return web.Response(status=self.post_status)
+
+    async def _start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/edge/validate", self._validate)
+        app.router.add_get("/api/client/features", self._features)
+        app.router.add_post("/api/client/metrics/bulk", self._post)
+        app.router.add_post("/api/client/register", self._post)
+        self.runner = web.AppRunner(app, access_log=None)
+        await self.runner.setup()
+        await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
+
+    def stop(self) -> None:
+        if self.runner is not None:
+            self.loop.run(self.runner.cleanup())
+            self.runner = None
+
+    # The same record as tests/http/loopback.py's stub keeps: its readers serve here too.
+    received = StubUpstream.received
+    wait_for = StubUpstream.wait_for

@@ -1,0 +1,130 @@
+"""Snapshot images (flagproxy/image.py): what the sync compiles once and every worker loads.
+
+Run with the process's own evaluator (compiled, or pure under FLAGPROXY_NO_EXTENSIONS=1), as a worker
+would: an image only loads into the evaluator that made it.
+"""
+
+from __future__ import annotations
+
+import io
+import pathlib
+import pickle
+import random
+from typing import Any
+
+import orjson
+import pytest
+
+import flagproxy
+from benchmarks.datasets import snapshot_payload
+from flagproxy.evaluator import CACHE_NEVER, engine_class
+from flagproxy.image import ImageError, dump_image, load_image
+from flagproxy.snapshot import compile_snapshot
+from flagproxy.strategies import load_strategies_file
+from tests.conformance.spec_cases import CASES
+
+STRATEGIES = """
+from flagproxy.strategies import Strategy
+
+class Beta(Strategy):
+    name = "beta"
+
+    def is_enabled(self, parameters, context):
+        return context.get("userId") in parameters.get("ids", "").split(",")
+
+strategies = [Beta()]
+"""
+
+
+def _contexts(count: int, seed: int = 7) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    return [
+        {
+            "userId": str(rng.randint(0, 5000)),
+            "sessionId": str(rng.randint(0, 50)),
+            "appName": rng.choice(["web", "ios", "android", "kiosk"]),
+            "environment": rng.choice(["production", "development", "staging"]),
+            "remoteAddress": rng.choice(["10.0.0.7", "192.168.1.20", "2001:db8::1", "not an address"]),
+            "properties": {
+                "plan": rng.choice(["free", "pro", "enterprise"]),
+                "region": rng.choice(["eu", "us", "apac"]),
+                "age": str(rng.randint(1, 99)),
+                "version": rng.choice(["1.2.3", "2.0.0-beta.1", "10.1.0"]),
+            },
+        }
+        for _ in range(count)
+    ]
+
+
+def _assert_same_answers(built: Any, loaded: Any, contexts: list[dict[str, Any]]) -> None:
+    assert loaded.names == built.names
+    names = [*built.names[:7], "not-a-flag"]
+    for context in contexts:
+        for include_disabled in (False, True):
+            for _ in range(2):  # the second asks through a plan where the compiled evaluator makes one
+                body, valid_in = built.evaluate_all_body(context, include_disabled)
+                again, valid_again = loaded.evaluate_all_body(context, include_disabled)
+                if valid_in != CACHE_NEVER:
+                    assert (again, valid_again) == (body, valid_in)
+        body, valid_in, outcomes = built.evaluate_named_body(context, names)
+        if valid_in != CACHE_NEVER:
+            assert loaded.evaluate_named_body(context, names) == (body, valid_in, outcomes)
+
+
+def _image(payload: Any, strategies: list[Any] | None = None) -> tuple[Any, bytes]:
+    snapshot = compile_snapshot(payload, custom_strategies=strategies or ())
+    features = orjson.dumps({"version": 2, "features": snapshot.state["features"]})
+    return snapshot, dump_image(snapshot.engine, features, strategies or ())
+
+
+def test_a_loaded_image_answers_as_the_engine_it_was_made_of() -> None:
+    snapshot, image = _image(snapshot_payload(400))
+    loaded = load_image(image)
+    assert type(loaded.engine) is engine_class()
+    assert loaded.features_body == orjson.dumps({"version": 2, "features": snapshot.state["features"]})
+    _assert_same_answers(snapshot.engine, loaded.engine, _contexts(300))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.id)
+def test_client_specification_states_survive_their_image(case: Any) -> None:
+    snapshot, image = _image(case.state)
+    _assert_same_answers(snapshot.engine, load_image(image).engine, [case.context, {}])
+
+
+def test_custom_strategies_travel_by_name_and_resolve_to_the_workers_own(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "strategies.py"
+    path.write_text(STRATEGIES)
+    sync_side = load_strategies_file(str(path))
+    beta = {"name": "beta", "parameters": {"ids": "1,2"}}
+    payload = {"features": [{"name": "b", "enabled": True, "strategies": [beta]}]}
+    _, image = _image(payload, sync_side)
+    assert b"is_enabled" not in image  # no code in the image, only the name
+    worker_side = load_strategies_file(str(path))  # the worker loads the same file itself
+    engine = load_image(image, worker_side).engine
+    assert engine.is_enabled("b", {"userId": "2"})
+    assert not engine.is_enabled("b", {"userId": "3"})
+    with pytest.raises(ImageError, match="custom strategy 'beta'"):
+        load_image(image)  # a worker without that strategy compiles the document instead
+
+
+def test_an_image_that_names_anything_else_is_refused() -> None:
+    class Evil:
+        def __reduce__(self) -> Any:
+            import os
+
+            return (os.system, ("echo owned",))
+
+    with pytest.raises(ImageError, match=r"naming posix\.system"):
+        load_image(pickle.dumps(((1, flagproxy.__version__, engine_class().implementation), Evil(), b"")))
+
+
+def test_truncated_foreign_and_mismatched_images_are_refused() -> None:
+    _, image = _image(snapshot_payload(20))
+    with pytest.raises(ImageError, match="unreadable"):
+        load_image(image[: len(image) // 2])
+    with pytest.raises(ImageError, match="unreadable"):
+        load_image(b"not a pickle at all")
+    file = io.BytesIO()
+    pickle.dump(((1, "0.0.0-other", engine_class().implementation), None, b""), file)
+    with pytest.raises(ImageError, match="made by"):
+        load_image(file.getvalue())

@@ -1,0 +1,46 @@
+// The official Node SDK (unleash-client, pinned in package.json) evaluating flags for flagproxy's tests
+// (tests/sdk/test_server_sdks.py). Reads one JSON job on stdin:
+//   {url, token, appName, environment, flags: [name], contexts: [context]}
+// connects to `url` (a flag server's /api/ or a proxy's /proxy/) with `token`, waits for the first
+// synchronisation, and writes on stdout, per context, {flag: [isEnabled, {name, enabled, payload?}]}.
+// Any SDK error ends it with status 2 and the error on stderr: a test never reads a half answer.
+"use strict";
+const { Unleash, InMemStorageProvider } = require("unleash-client");
+
+let input = "";
+process.stdin.setEncoding("utf8");
+process.stdin.on("data", (chunk) => (input += chunk));
+process.stdin.on("end", () => run(JSON.parse(input)));
+
+function run(job) {
+  const client = new Unleash({
+    url: job.url,
+    appName: job.appName,
+    environment: job.environment,
+    customHeaders: { Authorization: job.token },
+    refreshInterval: 60000,
+    disableMetrics: true,
+    storageProvider: new InMemStorageProvider(),
+    skipInstanceCountWarning: true,
+  });
+  const fail = (error) => {
+    process.stderr.write(`unleash-client: ${error && error.stack ? error.stack : error}\n`);
+    process.exit(2);
+  };
+  client.on("error", fail);
+  setTimeout(() => fail("no synchronisation within 20 s"), 20000).unref();
+  client.once("synchronized", () => {
+    const answers = job.contexts.map((context) => {
+      const answer = {};
+      for (const flag of job.flags) {
+        const variant = client.getVariant(flag, context);
+        const shown = { name: variant.name, enabled: variant.enabled };
+        if (variant.payload) shown.payload = variant.payload;
+        answer[flag] = [client.isEnabled(flag, context), shown];
+      }
+      return answer;
+    });
+    client.destroy();
+    process.stdout.write(JSON.stringify(answers), () => process.exit(0));
+  });
+}

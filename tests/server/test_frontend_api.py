@@ -1,0 +1,123 @@
+"""The server's frontend API (frontend tokens), evaluated with flagproxy's engine; both databases."""
+
+from __future__ import annotations
+
+import orjson
+
+from flagproxy.snapshot import compile_snapshot
+from tests.server.harness import CLIENT_TOKEN, FRONTEND_TOKEN, Api, assert_error, unique
+
+
+def toggles(api: Api, path: str, token: str = FRONTEND_TOKEN, **kwargs: object) -> dict[str, dict]:
+    answer = api.request(kwargs.pop("method", "GET"), path, token=token, **kwargs)  # type: ignore[arg-type]
+    assert answer.status == 200, answer.body
+    return {t["name"]: t for t in answer.json()["toggles"]}
+
+
+def test_enabled_and_all_in_the_tokens_environment(api: Api) -> None:
+    on, off, prod = unique("on"), unique("off"), unique("prod")
+    strategy = {"name": "default", "constraints": [], "parameters": {}}
+    for name in (on, off, prod):
+        api.create_feature(name)
+        api.add_strategy(name, strategy)
+        api.add_strategy(name, strategy, "production")
+    api.switch(on, True)
+    api.switch(prod, True, "production")
+    enabled = toggles(api, "/api/frontend")
+    assert on in enabled and off not in enabled and prod not in enabled
+    assert enabled[on]["enabled"] is True and enabled[on]["variant"]["name"] == "disabled"
+    everything = toggles(api, "/api/frontend/all")
+    assert everything[off]["enabled"] is False and everything[prod]["enabled"] is False
+    body = api.get("/api/frontend/all", token=FRONTEND_TOKEN).body
+    for word in (b"strategies", b"constraints", b"segments", b"parameters"):
+        assert word not in body
+
+
+def test_the_context_decides(api: Api) -> None:
+    name = unique("ctx")
+    api.create_feature(name)
+    constraint = {"contextName": "region", "operator": "IN", "values": ["eu"]}
+    api.add_strategy(name, {"name": "default", "constraints": [constraint], "parameters": {}})
+    api.switch(name, True)
+    assert name in toggles(api, "/api/frontend?properties[region]=eu")
+    assert name in toggles(api, "/api/frontend?region=eu")
+    assert name not in toggles(api, "/api/frontend?properties[region]=us")
+    post = {"context": {"properties": {"region": "eu"}}}
+    assert name in toggles(api, "/api/frontend", method="POST", json=post)
+    us = toggles(api, "/api/frontend/all", method="POST", json={"context": {"region": "us"}})
+    assert us[name]["enabled"] is False
+
+
+def test_answers_are_the_engines_on_the_client_payload(api: Api) -> None:
+    payload = api.client_features(CLIENT_TOKEN, spec="5.0.0")
+    snapshot = compile_snapshot(payload)
+    context = {"userId": "42", "sessionId": "s", "remoteAddress": "10.0.0.1", "environment": "development",
+               "properties": {"region": "eu"}}  # fmt: skip
+    expected, _ = snapshot.evaluate_all_body(context, True)
+    got = api.get(
+        "/api/frontend/all?userId=42&sessionId=s&remoteAddress=10.0.0.1&properties[region]=eu",
+        token=FRONTEND_TOKEN,
+    )
+    assert orjson.loads(got.body) == orjson.loads(expected)
+
+
+def test_a_project_token_sees_its_projects(api: Api) -> None:
+    project = unique("p")
+    assert api.post("/api/admin/projects", {"id": project, "name": project}).status in (200, 201)
+    inside, outside = unique("in"), unique("out")
+    for name, where in ((inside, project), (outside, "default")):
+        api.create_feature(name, where)
+        api.add_strategy(name, {"name": "default", "constraints": [], "parameters": {}}, project=where)
+        api.switch(name, True, project=where)
+    created = api.post(
+        "/api/admin/api-tokens",
+        {"tokenName": unique("t"), "type": "frontend", "environment": "development", "projects": [project]},
+    )
+    secret = created.json()["secret"]
+    seen = toggles(api, "/api/frontend/all", token=secret)
+    assert inside in seen and outside not in seen
+
+
+def test_refusals_and_bad_input(api: Api) -> None:
+    assert_error(api.get("/api/frontend", token=None), 401, "AuthenticationRequired")
+    assert_error(api.get("/api/frontend", token=CLIENT_TOKEN), 403, "NoAccessError")
+    wrong_type = api.request(
+        "POST", "/api/frontend", token=FRONTEND_TOKEN, body=b"x", headers={"Content-Type": "text/plain"}
+    )
+    assert wrong_type.status == 415
+    bad_json = api.request(
+        "POST",
+        "/api/frontend",
+        token=FRONTEND_TOKEN,
+        body=b"{nope",
+        headers={"Content-Type": "application/json"},
+    )
+    assert_error(bad_json, 400, "ValidationError", "body")
+    assert_error(api.post("/api/frontend", {"context": {"userId": {"a": 1}}}, token=FRONTEND_TOKEN), 400,
+                 "ValidationError", "context.userId")  # fmt: skip
+    assert_error(api.get("/api/frontend?properties[a][b]=c", token=FRONTEND_TOKEN), 400, "ValidationError")
+    assert_error(
+        api.get("/api/frontend?userId=1&userId=2", token=FRONTEND_TOKEN), 400, "ValidationError", "userId"
+    )
+
+
+def test_metrics_and_register(api: Api) -> None:
+    name = unique("fm")
+    api.create_feature(name)
+    app_name = unique("web")
+    bucket = {"appName": app_name, "instanceId": "b-1",
+              "bucket": {"start": "2026-01-01T00:00:00Z", "stop": "2026-01-01T00:01:00Z",
+                         "toggles": {name: {"yes": 2, "no": 3}}}}  # fmt: skip
+    answer = api.post("/api/frontend/client/metrics", bucket, token=FRONTEND_TOKEN)
+    assert (answer.status, answer.body) == (202, b"")
+    usage = api.get(f"/api/admin/client-metrics/features/{name}").json()["lastHourUsage"]
+    assert [(u["environment"], u["appName"], u["yes"], u["no"]) for u in usage] == [
+        ("development", app_name, 2, 3)
+    ]
+    register = {"appName": app_name, "instanceId": "b-1", "strategies": [], "interval": 15000,
+                "started": "2026-01-01T00:00:00Z"}  # fmt: skip
+    answer = api.post("/api/frontend/client/register", register, token=FRONTEND_TOKEN)
+    assert (answer.status, answer.body) == (202, b"")
+    assert_error(
+        api.post("/api/frontend/client/metrics", {"appName": 1}, token=FRONTEND_TOKEN), 400, "ValidationError"
+    )
