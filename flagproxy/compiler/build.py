@@ -11,6 +11,8 @@ import socket
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import orjson
+
 from flagproxy.compiler import model as m
 from flagproxy.compiler import values
 from flagproxy.compiler.fragments import add_fragments
@@ -389,7 +391,7 @@ def _variant_list(
         # Strategy variants never have overrides (Yggdrasil drops them).
         overrides = () if strategy_level else _overrides(spec.get("overrides"))
         payload = spec.get("payload")
-        if payload is not None and not isinstance(payload, Mapping):
+        if payload is not None and not (isinstance(payload, Mapping) and _renders(payload)):
             raise CompileError(f"variant {spec['name']!r} has an invalid payload")
         flag.outcomes.append((spec["name"], payload, strategy_level))
         compiled.append(m.Variant(spec["name"], weight, overrides, len(flag.outcomes) - 1))
@@ -397,6 +399,17 @@ def _variant_list(
     if variant_list.total > m.MAX_TOTAL_WEIGHT:  # Yggdrasil's weights are 32-bit
         raise CompileError(f"variant weights add up to {variant_list.total}, above {m.MAX_TOTAL_WEIGHT}")
     return variant_list
+
+
+def _renders(payload: Mapping[str, Any]) -> bool:
+    """Whether the payload can be written into an answer. A document parsed from bytes always can (orjson
+    reads integers past 64 bits as floats); one handed over as Python objects may hold such an integer,
+    which raised out of compile_snapshot when the answer fragments were rendered."""
+    try:
+        orjson.dumps(payload)
+    except TypeError:
+        return False
+    return True
 
 
 def _overrides(overrides: Any) -> tuple[tuple[int, str | None, frozenset[str]], ...]:

@@ -258,3 +258,24 @@ def test_a_regex_whose_repetitions_expand_past_the_bound_is_refused_not_expanded
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["[False,", "False,", "True]"]
+
+
+def test_a_variant_payload_that_cannot_be_rendered_makes_that_flag_off_with_a_warning(
+    implementation: str,
+) -> None:
+    """Found by the long fuzz: a payload handed over as Python objects holding an integer past 64 bits
+    (a document parsed from bytes never does: orjson reads it as a float) raised TypeError out of
+    compile_snapshot while the answer fragments were rendered, so the whole document was refused."""
+    variants = [{"name": "v", "weight": 1000, "payload": {"type": "json", "value": 2**70}}]
+    odd = {"name": "odd", "enabled": True, "strategies": [{"name": "default"}], "variants": variants}
+    strategy_level = {
+        "name": "odd-strategy",
+        "enabled": True,
+        "strategies": [{"name": "default", "variants": [{**variants[0], "payload": {"n": -(2**64)}}]}],
+    }
+    payload = {"version": 2, "features": [*GOOD, odd, strategy_level]}
+    snapshot = compile_snapshot(payload, implementation=implementation, logger=Quiet())
+    for name in ("odd", "odd-strategy"):
+        assert any(f"'{name}'" in w and "invalid payload" in w for w in snapshot.warnings), snapshot.warnings
+        assert not snapshot.is_enabled(name, {})
+    assert snapshot.is_enabled("good-on", {})

@@ -10,7 +10,10 @@ import json
 import pytest
 
 from flagproxy.proxy.app import BODY_LIMIT, HEADER_LIMIT
-from flagproxy.server.settings import DEFAULT_MAX_REQUEST_SIZE
+from flagproxy.proxy.app import create_app as proxy_app
+from flagproxy.proxy.settings import ProxySettings
+from flagproxy.server.app import create_app as server_app
+from flagproxy.server.settings import DEFAULT_MAX_REQUEST_SIZE, ServerSettings
 from tests.http.loopback import KEY
 from tests.http.test_workers import proxy_env
 from tests.reliability.figures import FIGURES
@@ -103,3 +106,13 @@ def test_every_server_route_refuses_bodies_and_headers_past_its_limits(tmp_path)
         assert send(server.port, "POST", "/api/admin/projects/default/features", headers, exact) != 413
     finally:
         assert server.stop() == 0
+
+
+def test_the_documented_timeouts_are_those_both_apps_run_with(tmp_path):
+    """docs/reliability.md: an idle keep-alive connection is closed after 5 s and a request that has not
+    arrived in full after 60 s, so a slowloris connection holds a socket, never a worker."""
+    options = {"service_url": "http://127.0.0.1:1/api", "service_api_token": "t", "client_keys": [KEY]}
+    proxy = proxy_app(ProxySettings.load(options, env={}))
+    server = server_app(ServerSettings.load({"DATABASE_PATH": str(tmp_path / "f.db")}, []), name="limits")
+    for app in (proxy, server):
+        assert (app.config.KEEP_ALIVE_TIMEOUT, app.config.REQUEST_TIMEOUT) == (5, 60), app.name

@@ -56,32 +56,34 @@ def ask(port: int, path: str, token: str) -> tuple[int, bytes]:
         connection.close()
 
 
-def hammer(port: int, path: bytes, family: str) -> None:
-    """Send every malformed input, then hold SLOWLORIS partial requests open while asking again."""
+def send_malformed(port: int, path: bytes, family: str) -> None:
     for data in inputs(path):
         answer = send_raw(port, data)
         if answer:
             status = int(answer.split(b" ", 2)[1])
             assert 400 <= status < 500, (data[:80], answer[:300])
         FIGURES.hostile_input(family)
+
+
+def hammer_and_compare(port: int, path: str, token: str, pid: int, family: str) -> None:
+    """Every malformed input, then SLOWLORIS partial requests held open: the same answers, from the same
+    workers, before, while they hang, and after."""
+    workers = _two_workers(pid)
+    before = {ask(port, path, token) for _ in range(8)}
+    assert len(before) == 1 and next(iter(before))[0] == 200, before
+    target = path.partition("?")[0].encode()
+    send_malformed(port, target, family)
     hanging = []
     try:
         for _ in range(SLOWLORIS):
             sock = socket.create_connection(("127.0.0.1", port), timeout=5)
-            sock.sendall(b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
+            sock.sendall(b"POST " + target + b" HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
             hanging.append(sock)
         FIGURES.hostile_input(family.replace("malformed HTTP", "slowloris connections"), SLOWLORIS)
+        assert {ask(port, path, token) for _ in range(8)} == before
     finally:
         for sock in hanging:
             sock.close()
-
-
-def hammer_and_compare(port: int, path: str, token: str, pid: int, family: str) -> None:
-    """The same answers, from the same workers, before and after the hostile input."""
-    workers = _two_workers(pid)
-    before = {ask(port, path, token) for _ in range(8)}
-    assert len(before) == 1 and next(iter(before))[0] == 200, before
-    hammer(port, path.partition("?")[0].encode(), family)
     assert {ask(port, path, token) for _ in range(8)} == before
     FIGURES.watch(len(workers), len(workers - children(pid)))
     assert children(pid) == workers, "a worker was lost or replaced"

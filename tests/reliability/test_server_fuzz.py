@@ -90,17 +90,20 @@ def operations(document: dict[str, Any]) -> list[tuple[str, str, list[str], dict
     return found
 
 
-path_values = st.sampled_from(
-    ["default", "production", "1", "0", "-1", "99999999999999999999", "*", "%2F"]
-) | hostile_text.filter(bool)
+ODD_PATH_VALUES = ["default", "production", "1", "0", "-1", "99999999999999999999", "*", "%2F"]
 
 
 @st.composite
-def requests(draw: Any, document: dict[str, Any]) -> tuple[str, str, dict[str, str], bytes | None]:
+def requests(
+    draw: Any, document: dict[str, Any], real: list[str]
+) -> tuple[str, str, dict[str, str], bytes | None]:
+    """A request for one operation of `document`; path parameters are often `real` names and ids (so
+    hostile bodies reach objects that exist), else odd or hostile text."""
     method, template, names, schema = draw(st.sampled_from(operations(document)))
     path = template
+    values = st.sampled_from(real) | st.sampled_from(ODD_PATH_VALUES) | hostile_text.filter(bool)
     for name in names:
-        path = path.replace("{" + name + "}", quote(draw(path_values), safe=""))
+        path = path.replace("{" + name + "}", quote(draw(values), safe=""))
     if draw(st.booleans()):
         path += "?" + quote(draw(hostile_text), safe="=&")
     headers = {
@@ -141,6 +144,12 @@ def test_requests_generated_from_the_openapi_document_never_get_a_5xx(backend, b
         api.add_strategy(SENTINEL_FLAG, strategy, project=SENTINEL_PROJECT)
         api.switch(SENTINEL_FLAG, True, project=SENTINEL_PROJECT)
         before = sentinel(api)
+        # Objects the generated requests may reach and change (the sentinel's project they never name).
+        api.create_feature("fuzz-flag")
+        fuzz_strategy = api.add_strategy("fuzz-flag", {"name": "userWithId", "parameters": {"userIds": "1"}})
+        fuzz_segment = api.create_segment("fuzz-segment", [])
+        fuzz_user = api.create_user()
+        real = ["fuzz-flag", fuzz_strategy["id"], str(fuzz_segment["id"]), str(fuzz_user["id"]), "simple"]
         document = api.get("/docs/openapi.json", token=None).json()
         family = f"server ({backend}): requests generated from its OpenAPI document"
 
@@ -151,7 +160,7 @@ def test_requests_generated_from_the_openapi_document_never_get_a_5xx(backend, b
             database=None,
             suppress_health_check=list(HealthCheck),
         )
-        @given(request=requests(document))
+        @given(request=requests(document, real))
         def fuzz(request: tuple[str, str, dict[str, str], bytes | None]) -> None:
             method, path, headers, body = request
             answer = api.request(method, path, body=body, headers=headers, token=None)
