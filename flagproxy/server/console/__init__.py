@@ -15,13 +15,21 @@ from __future__ import annotations
 
 from sanic import Blueprint
 
+_BLUEPRINTS: list[Blueprint] = []
+
 
 def blueprints() -> list[Blueprint]:
-    from flagproxy.server.console import flag, flags, people, playground, resources, signin
-    from flagproxy.server.console.render import error_page
-    from flagproxy.server.errors import ApiError
+    """The console's blueprints, set up once per process: Sanic re-registers a blueprint on every app it
+    already serves when a handler is added to it, so a second create_app() in the same process (tests,
+    embedding) must not add the error handler again (that raised RouteExists once the first app had
+    started)."""
+    if not _BLUEPRINTS:
+        from flagproxy.server.console import flag, flags, people, playground, resources, signin
+        from flagproxy.server.console.render import error_page
+        from flagproxy.server.errors import ApiError
 
-    found = [signin.bp, flags.bp, flag.bp, playground.bp, people.bp, resources.bp]
-    for blueprint in found:
-        blueprint.exception(ApiError)(error_page)  # pages, not the API's JSON records
-    return found
+        found = [signin.bp, flags.bp, flag.bp, playground.bp, people.bp, resources.bp]
+        for blueprint in found:
+            blueprint.exception(ApiError)(error_page)  # pages, not the API's JSON records
+        _BLUEPRINTS.extend(found)
+    return list(_BLUEPRINTS)
