@@ -9,13 +9,31 @@ from __future__ import annotations
 
 import importlib.util
 import pathlib
+import subprocess
 
 import pytest
 
 from flagproxy.evaluator import NO_EXTENSIONS
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-SPEC_DIR = REPO.parent / "shared" / "client-specification"
+
+
+def _shared() -> pathlib.Path:
+    """../shared (the specification, the reference material, the client specification) beside the checkout,
+    or, for a clone made elsewhere from such a checkout (`git clone . /tmp/fresh`), beside its origin."""
+    beside = REPO.parent / "shared"
+    if beside.is_dir():
+        return beside
+    origin = subprocess.run(
+        ["git", "-C", str(REPO), "remote", "get-url", "origin"], capture_output=True, text=True
+    ).stdout.strip()
+    if origin and pathlib.Path(origin).is_dir():
+        return pathlib.Path(origin).resolve().parent / "shared"
+    return beside  # missing: the tests that read it fail, naming this path
+
+
+SHARED = _shared()
+SPEC_DIR = SHARED / "client-specification"
 COMPILED_AVAILABLE = importlib.util.find_spec("flagproxy._eval") is not None
 
 IMPLEMENTATIONS = ["pure"] if NO_EXTENSIONS else ["compiled", "pure"]

@@ -7,9 +7,9 @@ import json
 import re
 from typing import Any
 
-from tests.conftest import REPO
+from tests.conftest import SHARED
 
-TRANSCRIPTS = REPO.parent / "shared" / "reference" / "proxy-transcripts.md"
+TRANSCRIPTS = SHARED / "reference" / "proxy-transcripts.md"
 
 
 @functools.cache

@@ -12,9 +12,10 @@ import pytest
 
 from flagproxy.proxy.settings import ProxySettings
 from flagproxy.sync.backup import FileStorageProvider
+from tests.conftest import SPEC_DIR
 from tests.http.loopback import KEY, RunningProxy, StubUpstream
 
-SPEC_DIR = Path(__file__).resolve().parents[2] / ".." / "shared" / "client-specification"
+SPEC_DIR = SPEC_DIR
 
 
 def _cases() -> list[Any]:

@@ -18,9 +18,10 @@ import pytest
 
 from flagproxy.proxy.cli import build_parser
 from flagproxy.proxy.settings import OPTIONS, OPTIONS_BY_KEY, ProxySettings, TrustProxy
+from tests.conftest import SHARED
 
 REPO = Path(__file__).resolve().parents[2]
-SPEC_MD = REPO.parent / "shared" / "SPEC.md"
+SPEC_MD = SHARED / "SPEC.md"
 
 # (SPEC.md option, SPEC.md env names, SPEC.md default) for every row of both tables.
 SPEC_TABLE: list[tuple[str, tuple[str, ...], str]] = [
