@@ -12,6 +12,7 @@ from sanic.worker.loader import AppLoader
 from flagproxy.server import redaction
 from flagproxy.server.app import LOG_LEVELS, create_app
 from flagproxy.server.settings import ServerSettings, SettingsError
+from flagproxy.server.startup import open_and_prepare
 from flagproxy.serving import serve as run_workers
 
 
@@ -32,6 +33,13 @@ def configure_logging(level_name: str) -> None:
 def main(argv: list[str]) -> int:
     try:
         settings = ServerSettings.load(os.environ, argv)
+    except SettingsError as exc:
+        print(f"flagproxy server: {exc}", file=sys.stderr)
+        return 2
+    try:
+        # Migrate and store the INIT tokens once, here, before any worker starts: N workers opening a new
+        # database at the same moment would race for it, and a bad INIT token is one line, not N tracebacks.
+        open_and_prepare(settings).close()
     except SettingsError as exc:
         print(f"flagproxy server: {exc}", file=sys.stderr)
         return 2

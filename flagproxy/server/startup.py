@@ -1,4 +1,5 @@
-"""What happens once per worker before it serves: open the database, migrate, create INIT tokens."""
+"""What happens before serving (once in the main process, then again in each worker, where it finds nothing
+left to do): open the database, migrate, create INIT tokens."""
 
 from __future__ import annotations
 

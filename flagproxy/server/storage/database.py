@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -74,6 +75,23 @@ class Database:
         raise NotImplementedError
 
 
+def _use_wal(connection: sqlite3.Connection, patience: float = 30.0) -> None:
+    """Switch a new file to WAL (a lasting property of the file). Switching needs the file to itself, and
+    SQLite answers "database is locked" at once, without its busy handler, when another process opens the same
+    new file at that moment (`flagproxy server --workers N` on a fresh database), so wait for it here."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            if connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
+                return
+            connection.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 class SqliteDatabase(Database):
     """A SQLite file. One connection per thread; writers take the lock at BEGIN (no upgrade deadlocks)."""
 
@@ -92,9 +110,9 @@ class SqliteDatabase(Database):
         if connection is None:
             # isolation_level=None: we issue BEGIN/COMMIT ourselves.
             connection = sqlite3.connect(self.path, isolation_level=None, timeout=30)
-            connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute("PRAGMA foreign_keys=ON")
             connection.execute("PRAGMA busy_timeout=30000")
+            _use_wal(connection)
+            connection.execute("PRAGMA foreign_keys=ON")
             self._local.connection = connection
             with self._lock:
                 self._connections.append(connection)
