@@ -27,7 +27,7 @@ class Row:
     # CPU time the target's process group used per request in the measured run: less swayed than req/s
     # by other work on a shared machine, so small costs (the Prometheus series) still show.
     cpu_us_per_request: float | None = None
-    # --prometheus-off's paired rows: this row's req/s over its partner's, both loaded at the same time.
+    # --prometheus-off's paired rows: this row's req/s over its partner's, in alternating rounds.
     paired_ratio: float | None = None
     note: str | None = None
 

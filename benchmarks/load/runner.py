@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from benchmarks.load import wrk
@@ -120,6 +119,9 @@ def run_flags(flags: int, options: Options, root: Path, log: Callable[[str], Non
     return result
 
 
+PAIRED_ROUND_SECONDS = 2
+
+
 def measure_paired(
     pair: list[Target],
     probes: dict[tuple[str, str], Probe],
@@ -130,22 +132,59 @@ def measure_paired(
     log: Callable[[str], None],
     settle: Callable[[], None],
 ) -> list[Row]:
-    """The proxy with its series on and with them off, loaded at the same time by two wrk runs: they share
-    the machine, so whatever else runs on it weighs on both alike, and the ratio of their req/s is what
-    the series cost (run one after the other, they swing by tens of percent on a shared machine)."""
+    """The proxy with its series on and with them off, measured in short alternating rounds (on, off, off,
+    on, on, off, ...; `--duration` seconds each in all): whatever else the shared machine does, and its drift
+    over the run, weighs on both alike, so the ratio of their totals is what the series cost. Run one after
+    the other they swung by tens of percent here; loaded at the same time, by the scheduler's favours."""
     settle()
-    with ThreadPoolExecutor(len(pair)) as pool:
-        futures = [
-            pool.submit(measure, target, probes[target.name, scenario.name], flags, options, run, log)
-            for target in pair
-        ]
-        rows = [future.result() for future in futures]
+    rounds = max(2, options.duration // PAIRED_ROUND_SECONDS)
+    short = replace(options, duration=PAIRED_ROUND_SECONDS, warmup=0)
+    quiet: Callable[[str], None] = lambda _message: None  # noqa: E731 - the rounds are logged as one
+    for target in pair:  # each warmed once, as a measured row is
+        if options.warmup > 0:
+            warm = replace(short, duration=options.warmup)
+            measure(target, probes[target.name, scenario.name], flags, warm, run, quiet)
+    measured: dict[str, list[Row]] = {target.name: [] for target in pair}
+    for number in range(rounds):
+        order = pair if number % 4 in (0, 3) else list(reversed(pair))
+        for target in order:
+            measured[target.name].append(
+                measure(target, probes[target.name, scenario.name], flags, short, run, quiet)
+            )
+    rows = [_sum_rounds(measured[target.name], f"{target.name} (paired)") for target in pair]
     for row, other in zip(rows, reversed(rows), strict=True):
-        row.target += " (paired)"
         if row.requests_per_s and other.requests_per_s and not row.errors:
             row.paired_ratio = round(row.requests_per_s / other.requests_per_s, 3)
-    log(f"[{flags} flags] {scenario.name} paired: series on / off = {rows[0].paired_ratio}")
+    cpu = [row.cpu_us_per_request for row in rows]
+    log(
+        f"[{flags} flags] {scenario.name} paired ({rounds} alternating rounds of {PAIRED_ROUND_SECONDS} s): "
+        f"series on / off = {rows[0].paired_ratio} in req/s, CPU per request {cpu[0]} / {cpu[1]} µs"
+    )
     return rows
+
+
+def _sum_rounds(rounds: list[Row], target: str) -> Row:
+    """One row for a target's rounds: requests over the time they took, CPU over the requests."""
+    first = rounds[0]
+    total = Row(first.flags, first.scenario, target, response_bytes=first.response_bytes)
+    seconds = 0.0
+    cpu_us = 0.0
+    for row in rounds:
+        total.requests += row.requests
+        total.errors += row.errors
+        for key, value in row.error_detail.items():
+            total.error_detail[key] = total.error_detail.get(key, 0) + value
+        for key, value in row.statuses.items():
+            total.statuses[key] = total.statuses.get(key, 0) + value
+        if row.requests_per_s:
+            seconds += row.requests / row.requests_per_s
+        cpu_us += (row.cpu_us_per_request or 0.0) * row.requests
+        total.note = total.note or row.note
+    if seconds and total.requests:
+        total.requests_per_s = round(total.requests / seconds, 1)
+        total.cpu_us_per_request = round(cpu_us / total.requests, 1)
+    # p50/p99 of a sum of runs is not the p50/p99 of any run: left out rather than made up.
+    return total
 
 
 def measure(

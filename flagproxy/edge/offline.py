@@ -20,7 +20,7 @@ from flagproxy.edge.scopes import Scopes
 from flagproxy.edge.settings import EdgeSettings
 from flagproxy.edge.tokens import ALL_PROJECTS, CLIENT, FRONTEND, TRUSTED, EdgeToken
 from flagproxy.edge.validation import TokenValidator
-from flagproxy.sync.upstream import is_features_document
+from flagproxy.sync.documents import is_features_document
 
 
 class BootstrapError(ValueError):

@@ -126,7 +126,7 @@ def build_sync(settings: ProxySettings, instance: Instance, logger: Any, log_war
     from flagproxy.proxy.store import compile_image, return_free_memory
     from flagproxy.sync.backup import FileStorageProvider
     from flagproxy.sync.service import SyncService
-    from flagproxy.sync.upstream import UpstreamConfig, is_features_document
+    from flagproxy.sync.upstream import UpstreamConfig
     from flagproxy.sync.usage import MetricsCollector
 
     s = settings
@@ -153,8 +153,7 @@ def build_sync(settings: ProxySettings, instance: Instance, logger: Any, log_war
     observed = s.enable_prometheus or s.enable_status_page  # both read what the sync's series say
 
     def publish(payload: Any, source: str) -> None:
-        if not is_features_document(payload):
-            raise ValueError("not a client features document (no `features` list)")
+        # compile_image refuses what is no features document (ValueError): then nothing is published.
         publication.publish(payload, source, compiled(payload))
 
     def compiled(payload: Any) -> bytes | None:

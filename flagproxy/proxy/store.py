@@ -29,6 +29,7 @@ from flagproxy.evaluator import CACHE_NEVER, CACHE_SNAPSHOT
 from flagproxy.image import ImageError, dump_image, load_image
 from flagproxy.proxy.etag import weak_etag
 from flagproxy.snapshot import compile_snapshot
+from flagproxy.sync.documents import is_features_document
 
 # How long an answer stays true (`valid_in`), re-exported for the response cache: the store is the proxy's
 # one door to the engine.
@@ -64,9 +65,7 @@ def compile_image(
 
 
 def _check_document(payload: Any) -> None:
-    if not isinstance(payload, Mapping) or not (
-        isinstance(payload.get("features"), list) or isinstance(payload.get("events"), list)
-    ):
+    if not is_features_document(payload):
         raise ValueError("not a client features document (no `features` list)")
 
 

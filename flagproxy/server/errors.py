@@ -91,6 +91,10 @@ def _from_sanic(request: Request, exc: SanicException) -> HTTPResponse:
     if isinstance(exc, MethodNotAllowed):
         return error_response(405, "MethodNotAllowed", f"{request.method} is not allowed on {request.path}.")
     if isinstance(exc, PayloadTooLarge):
+        if "header" in str(exc):  # Sanic's limit on the request line and headers, not on the body
+            return error_response(
+                431, "RequestHeaderFieldsTooLarge", "The request line and headers are larger than 8 KB."
+            )
         return error_response(413, "PayloadTooLarge", "The request body is larger than this server accepts.")
     if isinstance(exc, BadRequest):
         return error_response(400, "ValidationError", f"Invalid request: {exc}", "body")

@@ -22,6 +22,7 @@ import orjson
 import yarl
 
 from flagproxy import __version__
+from flagproxy.sync.documents import is_features_document
 
 CLIENT_SPEC_VERSION = "5.2.0"
 SDK_NAME = f"flagproxy:{__version__}"
@@ -112,13 +113,6 @@ def features_url(config: UpstreamConfig) -> str:
     query += [("tag", f"{name}:{value}") for name, value in config.tags]
     url = base_url(config.url) + "client/features"
     return url + ("?" + urlencode(query) if query else "")
-
-
-def is_features_document(document: Any) -> bool:
-    """A client API features document, or a delta document (`events`) as Unleash's delta API sends."""
-    return isinstance(document, dict) and (
-        isinstance(document.get("features"), list) or isinstance(document.get("events"), list)
-    )
 
 
 def classify_status(status: int) -> str:

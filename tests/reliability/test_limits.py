@@ -1,5 +1,5 @@
 """Request size and header limits on every route of both apps, as docs/reliability.md states them: a body
-past the limit gets 413, a request line and headers past theirs get 431 (413 from the server), on every
+past the limit gets 413, a request line and headers past theirs get 431, on every
 operation each app's OpenAPI document lists (path parameters filled in); a body at the limit is read."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from tests.server.harness import ADMIN_TOKEN, ServerProcess, base_env
 pytestmark = pytest.mark.slow
 
 SERVER_HEADER_LIMIT = 8192  # Sanic's REQUEST_MAX_HEADER_SIZE, which the server keeps
-SERVER_HEADER_STATUS = 413  # Sanic's own answer to headers past it (the proxy answers 431, as Node does)
+SERVER_HEADER_STATUS = 431  # as the proxy answers (and Node): Sanic's own answer, 413, named the body
 
 
 def send(port: int, method: str, path: str, headers: dict[str, str], body: bytes | None) -> int:
