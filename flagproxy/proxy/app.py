@@ -41,7 +41,7 @@ from flagproxy.proxy.response_cache import ResponseCache
 from flagproxy.proxy.schemas import check_metrics, check_register
 from flagproxy.proxy.settings import ProxySettings
 from flagproxy.proxy.status_page import page_body, status_document
-from flagproxy.proxy.store import SnapshotStore
+from flagproxy.proxy.store import ServedSnapshot, SnapshotStore
 from flagproxy.proxy.trust import client_address
 from flagproxy.request_class import Request as FlagproxyRequest
 from flagproxy.serving import guard_worker_signals
@@ -219,6 +219,14 @@ class _ProxyApp:
         headers = {**cors, "ETag": r.ETAGS[body], "Vary": _vary(cors), "Keep-Alive": r.KEEP_ALIVE}
         return r.DatedResponse(body, status=status, headers=headers, content_type=content_type)
 
+    def _catch_up(self) -> ServedSnapshot | None:
+        """Asked only while this worker holds no snapshot: install a revision published since the last
+        watch (at most WATCH_SECONDS ago) now, so no worker answers 503 after another one has said it is
+        ready. While nothing is published it costs a stat()."""
+        if self.follower is not None:
+            self.follower.load()
+        return self.store.current
+
     def _not_ready(self, request: Request) -> HTTPResponse:
         return self._fixed(request, 503, r.NOT_READY, r.HTML)
 
@@ -305,7 +313,7 @@ class _ProxyApp:
 
         async def toggles(request: Request) -> HTTPResponse:
             snapshot = store.current
-            if snapshot is None:
+            if snapshot is None and (snapshot := self._catch_up()) is None:
                 return self._not_ready(request)
             try:
                 raw = read(request)
@@ -370,7 +378,7 @@ class _ProxyApp:
         return client or server
 
     async def _client_metrics(self, request: Request) -> HTTPResponse:
-        if not self.store.ready:
+        if not self.store.ready and not self._catch_up():
             return self._not_ready(request)
         try:
             toggles = check_metrics(_read_json(request))
@@ -382,7 +390,7 @@ class _ProxyApp:
         return self._fixed(request, 200, r.ACCEPTED, r.TEXT)
 
     async def _client_register(self, request: Request) -> HTTPResponse:
-        if not self.store.ready:
+        if not self.store.ready and not self._catch_up():
             return self._not_ready(request)
         try:
             check_register(_read_json(request))
@@ -394,14 +402,14 @@ class _ProxyApp:
 
     async def _client_features(self, request: Request) -> HTTPResponse:
         snapshot = self.store.current
-        if snapshot is None:
+        if snapshot is None and (snapshot := self._catch_up()) is None:
             return self._not_ready(request)
         if not self.server_keys.accepts(request.headers.get(self.settings.client_keys_header_name)):
             return self._unauthorized(request)
         return self._answer(request, snapshot.features_body, snapshot.features_etag, True)
 
     async def _health(self, request: Request) -> HTTPResponse:
-        if not self.store.ready:
+        if not self.store.ready and not self._catch_up():
             return self._not_ready(request)
         response = self._fixed(request, 200, r.HEALTH_OK, r.HTML)
         if none_match(request.headers.get("if-none-match"), r.ETAGS[r.HEALTH_OK]):
@@ -412,7 +420,7 @@ class _ProxyApp:
         self.metrics.count_usage(counts, self.store.current)
 
     async def _prometheus(self, request: Request) -> HTTPResponse:
-        if not self.store.ready:
+        if not self.store.ready and not self._catch_up():
             return self._not_ready(request)
         body = self.metrics.render(self.store)
         cors = self._cors(request)
@@ -423,13 +431,13 @@ class _ProxyApp:
         )
 
     async def _status_page(self, request: Request) -> HTTPResponse:
-        if not self.store.ready:
+        if not self.store.ready and not self._catch_up():
             return self._not_ready(request)
         return r.DatedResponse(self.status_body, content_type=r.HTML, headers={"Keep-Alive": r.KEEP_ALIVE})
 
     async def _status_json(self, request: Request) -> HTTPResponse:
         """The status page's data: it names every flag, so it needs a client key, as /proxy does."""
-        if not self.store.ready:
+        if not self.store.ready and not self._catch_up():
             return self._not_ready(request)
         if not self.client_keys.accepts(request.headers.get(self.settings.client_keys_header_name)):
             return self._unauthorized(request)
@@ -439,13 +447,13 @@ class _ProxyApp:
         return r.DatedResponse(body, content_type=r.JSON, headers=headers)
 
     async def _openapi_json(self, request: Request) -> HTTPResponse:
-        if not self.store.ready:
+        if not self.store.ready and not self._catch_up():
             return self._not_ready(request)
         # The Node proxy mounts /docs before its CORS middleware: no CORS headers here either.
         return r.DatedResponse(self.openapi_body, content_type=r.JSON, headers={"Keep-Alive": r.KEEP_ALIVE})
 
     async def _openapi_page(self, request: Request) -> HTTPResponse:
-        if not self.store.ready:
+        if not self.store.ready and not self._catch_up():
             return self._not_ready(request)
         return r.DatedResponse(self.docs_body, content_type=r.HTML, headers={"Keep-Alive": r.KEEP_ALIVE})
 
@@ -453,7 +461,7 @@ class _ProxyApp:
 
     async def _fallback(self, request: Request, exception: Exception) -> HTTPResponse:
         """Preflights, any-case paths and unknown routes (NotFound / MethodNotAllowed)."""
-        if not self.store.ready:
+        if not self.store.ready and not self._catch_up():
             return self._not_ready(request)
         path = request.path
         key = path.lower().rstrip("/") or "/"
@@ -501,7 +509,7 @@ class _ProxyApp:
         return r.DatedResponse(body, status=404, headers=headers, content_type=r.HTML)
 
     async def _too_large(self, request: Request, exception: Exception) -> HTTPResponse:
-        if not self.store.ready:
+        if not self.store.ready and not self._catch_up():
             return self._not_ready(request)
         if "header" in str(exception):
             # Request line + headers over HEADER_LIMIT: Node answers 431 with no body, and so do we.
@@ -509,7 +517,7 @@ class _ProxyApp:
         return self._json_error(request, 413, orjson.dumps({"error": "request entity too large"}))
 
     async def _bad_http(self, request: Request, exception: Exception) -> HTTPResponse:
-        if request is not None and not self.store.ready:
+        if request is not None and not self.store.ready and not self._catch_up():
             return self._not_ready(request)
         body = orjson.dumps({"error": f"Bad request: {exception}"})
         return r.DatedResponse(body, status=400, content_type=r.JSON)

@@ -381,3 +381,24 @@ def test_the_default_logger_honours_log_level_and_json(proxy_factory, upstream, 
     records = [json.loads(line) for line in printed]  # every line is one JSON object
     assert {r["level"] for r in records} == {"error"}
     assert not any("answered 500" in r["message"] or "ready" in r["message"] for r in records)
+
+
+def test_a_worker_without_a_snapshot_installs_a_published_one_when_asked(
+    proxy_factory, upstream, loop_thread
+):
+    # A worker watches the instance's publication every 0.1 s; until it has a snapshot it also looks when a
+    # request comes, so it never answers 503 after another worker has said ready (the hour-long campaign
+    # once saw that). Here the watch is stopped, so only the request can find the document.
+    upstream.features_status = 503  # this process's own sync publishes nothing
+    proxy = proxy_factory(wait=False)
+    proxy_app = proxy.app.ctx.proxy
+
+    async def stop_watching() -> None:
+        proxy_app.following.cancel()
+
+    loop_thread.run(stop_watching())
+    assert proxy.get("/proxy", key=KEY)[0] == 503
+    proxy_app.instance.publication.publish(json.loads(json.dumps(SAMPLE)), "another worker's sync")
+    status, _, body = proxy.get("/proxy", key=KEY)
+    assert status == 200 and json.loads(body)["toggles"], body
+    assert proxy.get("/proxy/health")[0] == 200
