@@ -3,8 +3,8 @@
 npm `unleash-client` (the Node server SDK: reads the edge's /api/client/features and evaluates itself) and
 npm `unleash-proxy-client` (the frontend SDK, run in Node: asks the edge's /api/frontend, by GET and by
 POST) decide every flag for a few hundred contexts; `unleash-proxy-client` pointed at `flagproxy proxy`
-(same server, same flags) is the reference. The SDKs are pinned in tests/edge/sdk/package-lock.json and
-installed by .ci/run (`npm ci`).
+(same server, same flags) is the reference. The SDKs are pinned in tests/sdk/node/package-lock.json, the one
+npm project of the tests (tests/sdk/node/agree.mjs runs them here), and installed by .ci/run (`npm ci`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from tests.edge.harness import EdgeProcess, edge
 from tests.http.processes import Process
 from tests.server.harness import Api, ServerProcess, base_env
 
-SDK_FOLDER = Path(__file__).resolve().parent / "sdk"
+SDK_FOLDER = Path(__file__).resolve().parents[1] / "sdk" / "node"
 PROXY_KEY = "sdk-agreement-proxy-key"
 FLAGS = ["sdk-rollout", "sdk-constrained", "sdk-variants", "sdk-off", "sdk-listed", "sdk-strategy-variants"]
 
@@ -111,7 +111,7 @@ def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EdgeProc
 
 
 def decide(sdk: str, url: str, token: str, *, post: bool = False) -> list[dict[str, list[Any]]]:
-    assert (SDK_FOLDER / "node_modules" / sdk).is_dir(), "run `npm ci` in tests/edge/sdk (.ci/run does)"
+    assert (SDK_FOLDER / "node_modules" / sdk).is_dir(), "run `npm ci` in tests/sdk/node (.ci/run does)"
     job = {"sdk": sdk, "url": url, "token": token, "flags": FLAGS, "contexts": contexts(), "post": post}
     answer = subprocess.run(
         ["node", "agree.mjs"],
