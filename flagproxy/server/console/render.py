@@ -21,6 +21,7 @@ from flagproxy import __version__
 from flagproxy.server.auth import session_caller
 from flagproxy.server.errors import ApiError
 from flagproxy.server.identity.access import Caller, allowed
+from flagproxy.server.identity.permissions import ROUTE_NEEDS
 from flagproxy.server.routes.common import json_response
 
 CONTENT_SECURITY_POLICY = (
@@ -44,13 +45,15 @@ _environment = Environment(
 
 
 def html(request: Request, template: str, status: int = 200, **context: Any) -> HTTPResponse:
-    """A page or fragment; `caller` (when signed in) and `can` (the permission check) are always there."""
+    """A page or fragment; `caller` (when signed in), `can` (a permission) and `may` (an admin API route)
+    are always there."""
     caller: Caller | None = getattr(request.ctx, "console_caller", None)
     body = _environment.get_template(template).render(
         caller=caller,
         version=__version__,
         path=request.path,
         can=getattr(request.ctx, "can", None),
+        may=getattr(request.ctx, "may", None),
         **context,
     )
     return HTTPResponse(
@@ -73,7 +76,10 @@ Page = Callable[..., Awaitable[HTTPResponse]]
 
 def signed_in(handler: Page) -> Page:
     """A page for a signed-in person: resolves the session (else the login page) and puts on the request
-    `console_caller` and `can(permission, project=None, environment=None)`, the admin API's own check."""
+    `console_caller`, `can(permission, project=None, environment=None)`, the admin API's own check, and
+    `may(route, project=None, environment=None)`: whether the admin API would let this person call the
+    route of that name (`features.feature_on`), by its entry in ROUTE_NEEDS. Pages offer an action
+    when `may` says so, so what a page offers and what the API allows are one rule."""
 
     @wraps(handler)
     async def page(request: Request, *args: Any, **kwargs: Any) -> HTTPResponse:
@@ -93,8 +99,19 @@ def signed_in(handler: Page) -> Page:
                     answers[key] = allowed(tx, caller, permission, project, environment)
             return answers[key]
 
+        def may(route: str, project: str | None = None, environment: str | None = None) -> bool:
+            need = ROUTE_NEEDS[route]  # a KeyError for a route name that does not exist: a bug
+            if need.permission is None:
+                return caller.user is not None or need.any_caller
+            return can(
+                need.permission,
+                project if need.project else None,
+                environment if need.environment else None,
+            )
+
         request.ctx.console_caller = caller
         request.ctx.can = can
+        request.ctx.may = may
         return await handler(request, *args, **kwargs)
 
     return page
