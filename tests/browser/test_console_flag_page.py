@@ -155,12 +155,15 @@ def test_a_flags_facts_dependencies_tags_usage_and_a_disabled_strategy(console, 
     """Stale and impression data saved from the page (the stale badge appears here and in the project's
     table, beside the lifecycle stage), a tag added and removed, a dependency on a parent added and
     removed, usage from client metrics shown, a strategy disabled through its form and a remoteAddress
-    strategy added with its IPs."""
+    strategy added with its IPs and a segment."""
     api = console.api
     parent, name = unique("parent"), unique("facts")
     api.create_feature(parent)
     api.create_feature(name)
     strategy = api.add_strategy(name, {"name": "default"})
+    segment = api.create_segment(
+        unique("beta"), [{"contextName": "plan", "operator": "IN", "values": ["beta"]}]
+    )
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     metrics = {
         "appName": "checkout-service",
@@ -224,10 +227,12 @@ def test_a_flags_facts_dependencies_tags_usage_and_a_disabled_strategy(console, 
     form = _open_add_form(page)
     form.locator("select[name=name]").select_option("remoteAddress")
     form.locator("fieldset:not([hidden]) [data-param=IPs]").fill("10.0.0.1\n192.168.0.0/16")
+    form.locator(f"input[data-segment][value='{segment['id']}']").check()
     with page.expect_navigation():
         form.locator("button[type=submit]").click()
     added = api.get(PATH.format(name)).json()[-1]
     assert (added["name"], added["parameters"]) == ("remoteAddress", {"IPs": "10.0.0.1,192.168.0.0/16"})
+    assert added["segments"] == [segment["id"]]
 
     page.goto(console.url + "/console/projects/default")
     row = page.locator(f"#flag-table tr[data-flag='{name}']")
