@@ -324,3 +324,20 @@ def test_every_change_made_with_a_session_cookie_needs_the_csrf_header(api: Api)
         checked += 1
     assert checked >= 40
     assert admin.request("GET", "/api/admin/projects").status == 200  # the session is still there
+
+
+def test_an_archived_flags_page_offers_reviving_it_and_nothing_else(api: Api) -> None:
+    name = unique("gone")
+    api.create_feature(name)
+    api.add_strategy(name, {"name": "default"})
+    assert api.delete(f"/api/admin/projects/default/features/{name}").status < 300
+    admin = api.login(api.create_user(1)["email"])
+    page = admin.request("GET", f"/console/projects/default/features/{name}")
+    assert page.status == 200 and b'id="archived-notice"' in page.body
+    offered = [control for control in controls(page.body) if control.enabled]
+    assert [(c.method, c.url) for c in offered if c.url != "/logout"] == [
+        ("post", f"/api/admin/archive/revive/{name}")
+    ]
+    assert admin.request("POST", f"/api/admin/archive/revive/{name}").status == 200
+    revived = admin.request("GET", f"/console/projects/default/features/{name}")
+    assert b'id="archived-notice"' not in revived.body and b"add-strategy" in revived.body
