@@ -5,11 +5,14 @@ offers (each element or form with hx-post, hx-put, hx-delete) is traced to the s
 - Every page carries the security headers and no inline script, style or event handler.
 - A Viewer's pages offer no enabled control whose route the API would refuse a Viewer (only what acts for
   the person themself: signing out, their personal access tokens).
-- Every action an Admin's pages offer is a real route; each is refused without the CSRF header (403), and
-  refused to a Viewer who sends it anyway (403) unless it acts for the person themself.
+- Every action an Admin's pages offer is an admin API route (or /logout); each is refused without the
+  CSRF header (403), and refused to a Viewer who sends it anyway (403) unless it acts for the person
+  themself.
 - Every change the server takes with a session cookie (each non-GET admin route, and /logout) is refused
-  without the CSRF header.
+  without the CSRF header; sign-in and signup, before there is a session, take only JSON.
 - The Admin's pages offer every action the console is meant to (the set below): none is lost unnoticed.
+- No page shows an API token's or personal access token's secret again; Revoke names a token by its
+  digest. An archived flag's page offers reviving it and nothing else.
 """
 
 from __future__ import annotations
@@ -271,6 +274,8 @@ def test_console_pages_offer_only_what_the_api_allows_and_every_action_needs_csr
             route = route_of(control)
             if route is None:
                 problems.append(("offers something that is no route", path, control))
+            elif not (route.admin or route.template == "/logout"):
+                problems.append(("offers something that is not the admin API", path, control))
             elif control.enabled:
                 offered[(control.method.upper(), control.url)] = route
 
@@ -324,6 +329,12 @@ def test_every_change_made_with_a_session_cookie_needs_the_csrf_header(api: Api)
         checked += 1
     assert checked >= 40
     assert admin.request("GET", "/api/admin/projects").status == 200  # the session is still there
+    # Before there is a session: sign-in and signup take only JSON, which a form on another site cannot
+    # send (a cross-site fetch with that content type needs a preflight this server never grants).
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    for path in ("/auth/simple/login", f"/invite/{unique('inv')}/signup"):
+        answer = Api(api.port, None).request("POST", path, body=b"username=a&password=b", headers=form)
+        assert answer.status == 415, (path, answer.status)
 
 
 def test_an_archived_flags_page_offers_reviving_it_and_nothing_else(api: Api) -> None:
