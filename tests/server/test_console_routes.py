@@ -3,8 +3,9 @@ under /console, and the signup page) is rendered for an Admin and for a Viewer, 
 offers (each element or form with hx-post, hx-put, hx-delete) is traced to the server route it calls.
 
 - Every page carries the security headers and no inline script, style or event handler.
-- A Viewer's pages offer no enabled control whose route the API would refuse a Viewer (only what acts for
-  the person themself: signing out, their personal access tokens).
+- A Viewer's and an Editor's pages offer no enabled control whose route the API would refuse them (a
+  Viewer: only what acts for the person themself, signing out and their personal access tokens); a page
+  showing what an API read route returns (the token list) is refused to whoever that route refuses.
 - Every action an Admin's pages offer is an admin API route (or /logout); each is refused without the
   CSRF header (403), and refused to a Viewer who sends it anyway (403) unless it acts for the person
   themself.
@@ -34,9 +35,10 @@ from tests.server.test_permission_matrix import expected_refusal
 
 WRITES = ("post", "put", "delete", "patch")
 FIELDS = ("input", "select", "textarea", "button")
-VIEWER = {"root": set(BUILT_IN[3].permissions)}
-# Pages a Viewer may not open at all: the API's token list needs READ_CLIENT_API_TOKEN (READ_NEEDS).
-REFUSED_TO_VIEWER = {"/console/tokens"}
+# The people besides the Admin, by root role: what they hold (test_permission_matrix's form).
+ROLES = {"Viewer": 3, "Editor": 2}
+# A page that shows what an API read route returns is refused to whoever that route refuses.
+PAGE_READS = {"/console/tokens": "api_tokens.list_tokens"}
 # Pages that answer a form: what it sends.
 QUERIES = {
     "/console/playground/results": "?environment=development&userId=u1",
@@ -209,7 +211,7 @@ class World:
         api.create_segment(unique("seg"), [])
         role = api.post("/api/admin/roles", {"name": unique("role"), "type": "custom"}).json()["roles"]
         self.admin_user = api.create_user(1)
-        self.viewer_user = api.create_user(3)
+        self.people = {label: api.login(api.create_user(role)["email"]) for label, role in ROLES.items()}
         members = [{"user": {"id": api.create_user(3)["id"]}}]
         group = api.post("/api/admin/groups", {"name": unique("group"), "users": members}).json()
         access = {"roles": [{"id": role["id"], "groups": [group["id"]]}]}
@@ -221,8 +223,7 @@ class World:
         invite = api.post("/api/admin/invite-link/tokens", {"name": unique("inv"), "expiresAt": soon})
         self.invite = invite.json()["secret"]
         self.admin = api.login(self.admin_user["email"])
-        self.viewer = api.login(self.viewer_user["email"])
-        for session in (self.admin, self.viewer):
+        for session in (self.admin, *self.people.values()):
             mine = {"description": unique("pat"), "expiresAt": soon}
             made = session.request("POST", "/api/admin/user/tokens", mine)
             assert made.status == 201
@@ -279,15 +280,19 @@ def test_console_pages_offer_only_what_the_api_allows_and_every_action_needs_csr
             elif control.enabled:
                 offered[(control.method.upper(), control.url)] = route
 
-        viewer_page = _page(world.viewer, path, api)
-        if path in REFUSED_TO_VIEWER:
-            assert viewer_page.status == 403, path
-            continue
-        assert viewer_page.status == 200, (path, viewer_page.body[:300])
-        for control in controls(viewer_page.body):
-            route = route_of(control)
-            if control.enabled and (route is None or _refused_to_viewer(route)):
-                problems.append(("a Viewer is offered", path, control, route and route.name))
+        for label, session in world.people.items():
+            their_page = _page(session, path, api)
+            read = PAGE_READS.get(path.split("?")[0])
+            if read and expected_refusal(_holds(label), "GET", read) is not None:
+                assert their_page.status == 403, (label, path)
+                continue
+            assert their_page.status == 200, (label, path, their_page.body[:300])
+            for control in controls(their_page.body):
+                route = route_of(control)
+                if control.enabled and (route is None or _refused(label, route)):
+                    problems.append(
+                        (f"a{'n' if label[0] in 'AEIOU' else ''} {label} is offered", path, control)
+                    )
 
     missing = OFFERED - {route.name for route in offered.values()}
     assert not missing, f"the Admin's pages no longer offer {sorted(missing)}"
@@ -296,8 +301,8 @@ def test_console_pages_offer_only_what_the_api_allows_and_every_action_needs_csr
         without_csrf = world.admin.request(method, url, {} if method != "DELETE" else None, csrf=False)
         if without_csrf.status != 403 or b"CSRF" not in without_csrf.body:
             problems.append(("taken without the CSRF header", method, url, without_csrf.status))
-        if _refused_to_viewer(route):
-            anyway = world.viewer.request(method, url, {} if method != "DELETE" else None)
+        if _refused("Viewer", route):
+            anyway = world.people["Viewer"].request(method, url, {} if method != "DELETE" else None)
             if anyway.status != 403:
                 problems.append(("a Viewer's request taken", method, url, anyway.status))
     assert problems == [], problems
@@ -309,10 +314,14 @@ def test_console_pages_offer_only_what_the_api_allows_and_every_action_needs_csr
     assert api.get("/api/client/features", token=world.secrets[0]).status == 401
 
 
-def _refused_to_viewer(route: Route) -> bool:
+def _holds(label: str) -> dict[str, Any]:
+    return {"root": set(BUILT_IN[ROLES[label]].permissions)}
+
+
+def _refused(label: str, route: Route) -> bool:
     if not route.admin:
         return False  # /logout, sign-in and signup act for the person themself
-    return expected_refusal(VIEWER, route.method, route.name) is not None
+    return expected_refusal(_holds(label), route.method, route.name) is not None
 
 
 def test_every_change_made_with_a_session_cookie_needs_the_csrf_header(api: Api) -> None:
