@@ -45,14 +45,14 @@ _environment = Environment(
 
 
 def html(request: Request, template: str, status: int = 200, **context: Any) -> HTTPResponse:
-    """A page or fragment; `caller` (when signed in), `can` (a permission) and `may` (an admin API route)
-    are always there."""
+    """A page or fragment; `caller` (when signed in) and `may` (whether the admin API would take a call
+    to the route of that name) are always there. Templates ask `may`, never a permission by name, so
+    what a page offers follows ROUTE_NEEDS."""
     caller: Caller | None = getattr(request.ctx, "console_caller", None)
     body = _environment.get_template(template).render(
         caller=caller,
         version=__version__,
         path=request.path,
-        can=getattr(request.ctx, "can", None),
         may=getattr(request.ctx, "may", None),
         **context,
     )
