@@ -75,7 +75,7 @@ async def flag_page(request: Request, project_id: str, name: str) -> HTTPRespons
         # An archived flag is read, not edited: the page offers reviving it and nothing else.
         may = request.ctx.may
         request.ctx.may = lambda route, *scope: route == "features.revive_feature" and may(route, *scope)
-    return html(
+    return await html(
         request,
         "flag.html",
         project_id=project_id,

@@ -1,4 +1,5 @@
-"""Rendering console pages: the Jinja2 environment, who is signed in, and the headers every page carries.
+"""Rendering console pages: sanic-ext's Jinja2 environment pointed at the console's templates, who is signed
+in, and the headers every page carries.
 
 Content-Security-Policy: scripts, styles and requests only from this server and no inline script or style
 (htmx is configured through a meta tag, its indicator styles turned off, and never evaluates attribute
@@ -16,6 +17,7 @@ from urllib.parse import quote
 from jinja2 import Environment, PackageLoader, select_autoescape
 from sanic import HTTPResponse, Request
 from sanic.response import redirect
+from sanic_ext import render
 
 from flagproxy import __version__
 from flagproxy.server.auth import session_caller
@@ -36,28 +38,33 @@ SECURITY_HEADERS = {
     "cache-control": "no-store",
 }
 
-_environment = Environment(
-    loader=PackageLoader("flagproxy.server.console", "templates"),
-    autoescape=select_autoescape(default=True, default_for_string=True),
-    trim_blocks=True,
-    lstrip_blocks=True,
-)
+
+def use_console_templates(environment: Environment) -> None:
+    """Point sanic-ext's Jinja2 environment (`app.ext.environment`, made by its templating extension) at
+    the console's templates, package data, escaping everything."""
+    environment.loader = PackageLoader("flagproxy.server.console", "templates")
+    environment.autoescape = select_autoescape(default=True, default_for_string=True)
+    environment.trim_blocks = True
+    environment.lstrip_blocks = True
 
 
-def html(request: Request, template: str, status: int = 200, **context: Any) -> HTTPResponse:
+async def html(request: Request, template: str, status: int = 200, **context: Any) -> HTTPResponse:
     """A page or fragment; `caller` (when signed in) and `may` (whether the admin API would take a call
     to the route of that name) are always there. Templates ask `may`, never a permission by name, so
     what a page offers follows ROUTE_NEEDS."""
     caller: Caller | None = getattr(request.ctx, "console_caller", None)
-    body = _environment.get_template(template).render(
-        caller=caller,
-        version=__version__,
-        path=request.path,
-        may=getattr(request.ctx, "may", None),
-        **context,
-    )
-    return HTTPResponse(
-        body, status=status, headers=dict(SECURITY_HEADERS), content_type="text/html; charset=utf-8"
+    return await render(
+        template,
+        status=status,
+        headers=dict(SECURITY_HEADERS),
+        app=request.app,
+        context={
+            "caller": caller,
+            "version": __version__,
+            "path": request.path,
+            "may": getattr(request.ctx, "may", None),
+            **context,
+        },
     )
 
 
@@ -122,4 +129,4 @@ async def error_page(request: Request, error: ApiError) -> HTTPResponse:
     fragment request gets the record, whose message console.js shows beside the form."""
     if request.headers.get("hx-request"):
         return json_response({"name": error.name, "message": error.message}, status=error.status)
-    return html(request, "error.html", status=error.status, message=error.message)
+    return await html(request, "error.html", status=error.status, message=error.message)

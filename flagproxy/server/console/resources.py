@@ -49,7 +49,7 @@ async def tokens(request: Request) -> HTTPResponse:
         environments = project_rows.environments(tx)
         projects = project_rows.projects(tx)
     shown = [t for t in shown if t["type"] != "admin"]
-    return html(request, "tokens.html", tokens=shown, environments=environments, projects=projects)
+    return await html(request, "tokens.html", tokens=shown, environments=environments, projects=projects)
 
 
 @bp.get("/console/segments")
@@ -62,7 +62,7 @@ async def segments(request: Request) -> HTTPResponse:
             for row in segment_rows.segments(tx)
         ]
         projects = project_rows.projects(tx)
-    return html(
+    return await html(
         request,
         "segments.html",
         segments=shown,
@@ -77,4 +77,4 @@ async def segments(request: Request) -> HTTPResponse:
 async def events(request: Request) -> HTTPResponse:
     with request.app.ctx.db.transaction(read_only=True) as tx:
         shown, total = event_rows.page(tx, EVENTS_SHOWN, 0)
-    return html(request, "events.html", events=shown, total=total)
+    return await html(request, "events.html", events=shown, total=total)
