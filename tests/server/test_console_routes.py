@@ -12,8 +12,8 @@ offers (each element or form with hx-post, hx-put, hx-delete) is traced to the s
 - Every change the server takes with a session cookie (each non-GET admin route, and /logout) is refused
   without the CSRF header; sign-in and signup, before there is a session, take only JSON.
 - The Admin's pages offer every action the console is meant to (the set below): none is lost unnoticed.
-- No page shows an API token's or personal access token's secret again; Revoke names a token by its
-  digest. An archived flag's page offers reviving it and nothing else.
+- No page shows an API token's or personal access token's secret again; Revoke names a token, and
+  Disable an invite link, by its digest. An archived flag's page offers reviving it and nothing else.
 """
 
 from __future__ import annotations
@@ -75,6 +75,7 @@ OFFERED = {
     "users.update_user",
     "users.delete_user",
     "invites.create_invite",
+    "invites.update_invite",
     "roles.create_role",
     "roles.update_role",
     "roles.delete_role",
@@ -312,6 +313,11 @@ def test_console_pages_offer_only_what_the_api_allows_and_every_action_needs_csr
     assert ("DELETE", revoke) in offered
     assert world.admin.request("DELETE", revoke).status == 200
     assert api.get("/api/client/features", token=world.secrets[0]).status == 401
+    # So is an invite link disabled: the server keeps only its digest, and the page names it by that.
+    disable = f"/api/admin/invite-link/tokens/{hashlib.sha256(world.invite.encode()).hexdigest()}"
+    assert ("PUT", disable) in offered
+    assert world.admin.request("PUT", disable, {"enabled": False}).status == 200
+    assert Api(api.port, None).get(f"/new-user?invite={world.invite}").status == 400
 
 
 def _holds(label: str) -> dict[str, Any]:
