@@ -15,6 +15,7 @@ from flagproxy.request_class import Request
 from flagproxy.server.auth import authenticate
 from flagproxy.server.client_features import PayloadCache
 from flagproxy.server.console import blueprints as console_blueprints
+from flagproxy.server.console.render import use_console_templates
 from flagproxy.server.errors import install_error_handlers
 from flagproxy.server.frontend_snapshots import FrontendSnapshots
 from flagproxy.server.identity.permissions import ROUTE_NEEDS
@@ -77,6 +78,7 @@ def create_app(settings: ServerSettings, name: str = "flagproxy-server") -> Serv
     app.config.OAS_UI_SWAGGER = False
     app.config.CORS = False
     Extend(app)
+    use_console_templates(app.ext.environment)  # console pages: Jinja2 through sanic-ext's templating
     app.ext.openapi.describe(
         "flagproxy server",
         version=__version__,

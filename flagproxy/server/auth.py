@@ -130,7 +130,8 @@ def _admin_caller(tx: Tx, request: Request) -> Caller:
     )
 
 
-def _check_csrf(request: Request, caller: Caller) -> None:
+def check_csrf(request: Request, caller: Caller) -> None:
+    """A change made with the session cookie must carry the session's CSRF token (also `/logout`)."""
     if caller.via != "session" or request.method in SAFE_METHODS:
         return
     presented = request.headers.get(CSRF_HEADER, "")
@@ -150,7 +151,7 @@ async def authenticate(request: Request) -> None:
     if token_type == "admin":
         with request.app.ctx.db.transaction(read_only=True) as tx:
             caller = _admin_caller(tx, request)
-            _check_csrf(request, caller)
+            check_csrf(request, caller)
             need = route_need(request)
             if need is not None:
                 if need.permission is None:

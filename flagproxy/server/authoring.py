@@ -3,10 +3,12 @@ weights resolved the way Unleash's `fixVariantWeights` does (evaluation.md secti
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 import orjson
 
+from flagproxy.compiler import values
 from flagproxy.server.errors import ValidationFailed
 from flagproxy.server.schemas import ConstraintBody, StrategyVariantBody, VariantBody
 
@@ -25,10 +27,39 @@ BUILT_IN_STRATEGIES = frozenset(
 )  # fmt: skip
 
 
+def _value_problem(operator: str, value: str, case_insensitive: bool) -> str | None:
+    """What is wrong with a single-value operator's value, read as the evaluators read it
+    (flagproxy/compiler/values.py), or None."""
+    family = operator.split("_", 1)[0]
+    if family == "NUM" and not values.is_number_value(value):
+        return f"operator {operator} needs a number"
+    if family == "DATE" and values.parse_date(value.strip()) is None:
+        return f"operator {operator} needs an RFC 3339 date-time like 2026-01-31T12:00:00Z"
+    if family == "SEMVER" and values.semver_key(value.strip()) is None:
+        return f"operator {operator} needs a semantic version like 1.2.3"
+    if operator == "REGEX" and values.compile_regex(value, case_insensitive) is None:
+        return "operator REGEX needs a valid regular expression (the Rust regex crate's syntax)"
+    return None
+
+
 def constraint(body: ConstraintBody, path: str) -> dict[str, Any]:
-    """The stored (and served) form of a constraint."""
+    """The stored (and served) form of a constraint; a value the evaluators could not read is refused
+    (as Unleash refuses a NUM_ operator's non-number), never stored to fail silently."""
     if body.operator in SINGLE_VALUE_OPERATORS and not body.value:
         raise ValidationFailed(f"{path}.value", f"operator {body.operator} needs a `value`")
+    if body.operator in SINGLE_VALUE_OPERATORS:
+        assert body.value is not None
+        problem = _value_problem(body.operator, body.value, body.caseInsensitive)
+        if problem:
+            raise ValidationFailed(f"{path}.value", problem)
+    if body.operator == "IN_CIDR":
+        for index, entry in enumerate(body.values or []):
+            try:
+                ipaddress.ip_network(entry.strip(), strict=False)
+            except ValueError:
+                raise ValidationFailed(
+                    f"{path}.values[{index}]", "operator IN_CIDR needs IP addresses or CIDR ranges"
+                ) from None
     shaped: dict[str, Any] = {
         "contextName": body.contextName,
         "operator": body.operator,

@@ -1,8 +1,9 @@
 """Secrets never reach the access log.
 
-Some URLs carry a secret: Unleash's `DELETE /api/admin/api-tokens/:secret` (what the console's Revoke
-sends), an invite link's `/api/admin/invite-link/tokens/:secret`, `/invite/:secret/...` and the signup
-page `/new-user?invite=<secret>`. With LOG_LEVEL=debug Sanic's access log writes every request's URL, so
+Some URLs carry a secret: Unleash's `DELETE /api/admin/api-tokens/:secret` (a script's; the console's
+Revoke names the token by its digest instead, redacted all the same), an invite link's
+`/api/admin/invite-link/tokens/:secret`, `/invite/:secret/...` and the signup page
+`/new-user?invite=<secret>`. With LOG_LEVEL=debug Sanic's access log writes every request's URL, so
 this filter on the `sanic.access` logger replaces those parts with `<redacted>` before anything is written.
 """
 

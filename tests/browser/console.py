@@ -3,6 +3,8 @@ Viewer, and signing in through the login page as a person does."""
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +13,23 @@ import pytest
 from playwright.sync_api import Page
 
 from tests.server.harness import PASSWORD, Api, ServerProcess, base_env, unique
+
+# The screenshots docs/console.md shows: the test's name for one -> its file in docs/console/. Run the
+# console's browser tests with FLAGPROXY_DOC_SHOTS=docs/console to take them again (docs/console.md).
+DOC_SHOTS = {
+    "project-flags": "project-flags",
+    "flag-page": "flag-page",
+    "flag-page-strategy-form": "strategy-form",
+    "flag-page-variant-rows": "variant-rows",
+    "flag-page-facts": "flag-facts",
+    "playground": "playground",
+    "viewer-project": "viewer-project",
+    "tokens": "tokens",
+    "users": "users",
+    "roles": "roles",
+    "project-access": "project-access",
+    "journey-5-signup": "signup",
+}
 
 
 @dataclass
@@ -51,6 +70,9 @@ class Console:
         path = self.shots / f"{name}.png"
         page.screenshot(path=str(path), full_page=True)
         assert path.stat().st_size > 5_000
+        docs = os.environ.get("FLAGPROXY_DOC_SHOTS")
+        if docs and name in DOC_SHOTS:
+            shutil.copyfile(path, Path(docs) / f"{DOC_SHOTS[name]}.png")
 
 
 @pytest.fixture(scope="module")

@@ -172,6 +172,24 @@ def test_signup_explains_a_weak_password_and_a_dead_link(console, browser):
     assert [e for e in errors if "400" not in e] == []
 
 
+def test_an_admin_disables_an_invite_link_and_enables_it_again(console, browser):
+    name = unique("invite")
+    expires = "2099-01-01T00:00:00Z"
+    invite = console.api.post("/api/admin/invite-link/tokens", {"name": name, "expiresAt": expires}).json()
+    anonymous = Api(console.server.port, None)
+    page, errors = browser.page()
+    console.sign_in(page, console.admin_email, start="/console/users")
+    row = f"#invites tr[data-invite='{name}']"
+    with page.expect_navigation():
+        page.click(f"{row} button:text('Disable')")
+    assert page.locator(f"{row} td").nth(2).inner_text() == "no"
+    assert anonymous.get(f"/new-user?invite={invite['secret']}").status == 400
+    with page.expect_navigation():
+        page.click(f"{row} button:text('Enable')")
+    assert anonymous.get(f"/new-user?invite={invite['secret']}").status == 200
+    assert errors == []
+
+
 def test_a_person_makes_and_deletes_a_personal_access_token(console, browser):
     description = unique("script")
     page, errors, secret = _made_secret(

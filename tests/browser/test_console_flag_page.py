@@ -1,13 +1,16 @@
 """A flag's page in headless Chromium: a 30% flexibleRollout with a constraint added through the strategy
 form, edited, its constraint checked before sending (a NUM_GT value that is not a number), variants with a
-JSON payload checked, a strategy deleted; a Viewer gets the page without any editor. Screenshots in the
-test's temporary folder; any console error fails."""
+JSON payload checked, a strategy deleted, disabled and reordered; stale, impression data, tags and
+dependencies edited, usage from client metrics shown; a Viewer gets the page without any editor.
+Screenshots in the test's temporary folder; any console error fails."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
-from tests.server.harness import unique
+from tests.server.harness import CLIENT_TOKEN, unique
 
 pytestmark = pytest.mark.slow
 
@@ -145,4 +148,94 @@ def test_strategies_are_reordered_with_move_up_and_down(console, browser):
     with page.expect_navigation():
         page.click(f".strategy[data-strategy='{second}'] [data-move=down]")
     assert [s["id"] for s in api.get(PATH.format(name)).json()] == [first, second]
+    assert errors == []
+
+
+def test_a_flags_facts_dependencies_tags_usage_and_a_disabled_strategy(console, browser):
+    """Stale and impression data saved from the page (the stale badge appears here and in the project's
+    table, beside the lifecycle stage), a tag added and removed, a dependency on a parent added and
+    removed, usage from client metrics shown, a strategy disabled through its form and a remoteAddress
+    strategy added with its IPs and a segment."""
+    api = console.api
+    parent, name = unique("parent"), unique("facts")
+    api.create_feature(parent)
+    api.create_feature(name)
+    strategy = api.add_strategy(name, {"name": "default"})
+    segment = api.create_segment(
+        unique("beta"), [{"contextName": "plan", "operator": "IN", "values": ["beta"]}]
+    )
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    metrics = {
+        "appName": "checkout-service",
+        "instanceId": "i-1",
+        "bucket": {"start": now, "stop": now, "toggles": {name: {"yes": 7, "no": 2}}},
+    }
+    assert api.post("/api/client/metrics", metrics, token=CLIENT_TOKEN).status == 202
+    page, errors = browser.page()
+    console.sign_in(page, console.admin_email, start=f"/console/projects/default/features/{name}")
+    base = f"/api/admin/projects/default/features/{name}"
+
+    usage = page.locator("#usage tbody tr")
+    assert usage.count() == 1
+    assert usage.first.locator("td").all_inner_texts() == ["development", "checkout-service", "7", "2"]
+    assert page.locator("#flag-name .badge.stale").count() == 0
+
+    page.fill("#flag-settings input[name=description]", "checkout button colour")
+    page.check("#flag-settings input[name='stale:bool']")
+    page.check("#flag-settings input[name='impressionData:bool']")
+    with page.expect_navigation():
+        page.click("#flag-settings button[type=submit]")
+    saved = api.get(base).json()
+    assert (saved["description"], saved["stale"], saved["impressionData"]) == (
+        "checkout button colour",
+        True,
+        True,
+    )
+    assert page.locator("#flag-name .badge.stale").count() == 1
+    assert page.locator("#flag-settings input[name='impressionData:bool']").is_checked()
+
+    page.fill("#add-tag input[name=value]", "checkout")
+    with page.expect_navigation():
+        page.click("#add-tag button[type=submit]")
+    assert {"type": "simple", "value": "checkout"} in api.get(f"/api/admin/features/{name}/tags").json()[
+        "tags"
+    ]
+    with page.expect_navigation():
+        page.click("#tags button[aria-label='remove tag']")
+    assert api.get(f"/api/admin/features/{name}/tags").json()["tags"] == []
+
+    page.select_option("#add-dependency select[name=feature]", parent)
+    with page.expect_navigation():
+        page.click("#add-dependency button[type=submit]")
+    assert [d["feature"] for d in api.get(base).json()["dependencies"]] == [parent]
+    assert parent in page.locator("#dependencies").inner_text()
+    console.shot(page, "flag-page-facts")
+    with page.expect_navigation():
+        page.click("#dependencies button[aria-label='remove dependency']")
+    assert api.get(base).json()["dependencies"] == []
+
+    card = page.locator(f".strategy[data-strategy='{strategy['id']}']")
+    card.locator("details > summary").click()
+    card.locator("input[name=disabled]").check()
+    with page.expect_navigation():
+        card.locator("button[type=submit]").click()
+    assert api.get(PATH.format(name)).json()[0]["disabled"] is True
+    assert "disabled" in (
+        page.locator(f".strategy[data-strategy='{strategy['id']}']").get_attribute("class") or ""
+    )
+
+    form = _open_add_form(page)
+    form.locator("select[name=name]").select_option("remoteAddress")
+    form.locator("fieldset:not([hidden]) [data-param=IPs]").fill("10.0.0.1\n192.168.0.0/16")
+    form.locator(f"input[data-segment][value='{segment['id']}']").check()
+    with page.expect_navigation():
+        form.locator("button[type=submit]").click()
+    added = api.get(PATH.format(name)).json()[-1]
+    assert (added["name"], added["parameters"]) == ("remoteAddress", {"IPs": "10.0.0.1,192.168.0.0/16"})
+    assert added["segments"] == [segment["id"]]
+
+    page.goto(console.url + "/console/projects/default")
+    row = page.locator(f"#flag-table tr[data-flag='{name}']")
+    assert row.locator(".badge.stale").count() == 1
+    assert api.listed_feature(name)["lifecycle"]["stage"] in row.inner_text()
     assert errors == []

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.server.harness import PASSWORD, Api, unique
+from tests.server.harness import PASSWORD, Api, Session, unique
 
 pytestmark = pytest.mark.slow
 
@@ -147,10 +147,10 @@ def test_an_ended_session_leads_back_to_the_login_and_then_to_the_page(console, 
     console.api.create_feature(name)
     page, errors = browser.page()
     console.sign_in(page, console.admin_email, start="/console/projects/default")
-    session = next(c["value"] for c in page.context.cookies() if c["name"] == "flagproxy_session")
+    cookies = {c["name"]: c["value"] for c in page.context.cookies()}
     # Signed out somewhere else (the session ends on the server); this page does not know yet.
-    ended = Api(console.server.port, None).post("/logout", headers={"Cookie": f"flagproxy_session={session}"})
-    assert ended.status == 200
+    ended = Session(console.server.port, cookies["flagproxy_session"], cookies["flagproxy_csrf"], {})
+    assert ended.request("POST", "/logout").status == 200
     page.click(f"#flag-table tr[data-flag='{name}'] input.switch[data-env=development]")
     page.wait_for_url(console.url + "/console/login?next=%2Fconsole%2Fprojects%2Fdefault")
     assert not _enabled(console.api, name)

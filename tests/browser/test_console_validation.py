@@ -1,11 +1,15 @@
 """Unit tests of the console's form handling (static/console.js) in Chromium: the strategy form's inline
-validation (every kind of constraint mistake, rollouts, variants and their JSON payloads), the JSON it
-builds when the form is right, and the typed fields of plain forms; and the CSRF header htmx sends."""
+validation (every operator the API takes is offered, refused empty or with a value of the wrong kind, and
+accepted by the API when right; every kind of constraint mistake, rollouts, variants and their JSON
+payloads), the JSON it builds when the form is right, and the typed fields of plain forms; and the CSRF
+header htmx sends."""
 
 from __future__ import annotations
 
 import pytest
 
+from flagproxy.server.authoring import SINGLE_VALUE_OPERATORS
+from flagproxy.server.console.flag import OPERATORS
 from tests.server.harness import unique
 
 pytestmark = pytest.mark.slow
@@ -110,6 +114,59 @@ def test_a_regex_that_does_not_compile_is_refused(flag_page):
     page, _ = flag_page
     fill = {"constraints": [{"contextName": "email", "operator": "REGEX", "value": "(unclosed"}]}
     assert page.evaluate(BUILD, fill)["error"].startswith("Constraint 1: the pattern is not valid")
+
+
+OPTIONS = """() => Array.from(document.querySelector("#constraint-row-template").content
+    .querySelectorAll("[data-c=operator] option")).map((option) => option.value)"""
+GOOD = {
+    "NUM": "18",
+    "DATE": "2026-01-31T12:00:00Z",
+    "SEMVER": "1.2.3",
+    "REGEX": "^a.*",
+    "CIDR": "10.0.0.0/8, ::1",
+}
+BAD = {
+    "NUM": ("eighteen", "the value must be a number"),
+    "DATE": ("2026-01-31", "the value must be a date like"),
+    "SEMVER": ("1.2", "the value must be a semantic version"),
+    "REGEX": ("(a", "the pattern is not valid"),
+    "CIDR": ("10.0.0.0/8, banana", "banana is not an IP address or CIDR range"),
+}
+
+
+@pytest.mark.parametrize("operator", OPERATORS)
+def test_every_operator_the_api_takes_is_offered_checked_and_accepted(console, flag_page, operator):
+    """Each operator of the API's list is in the editor; left empty or given a value of the wrong kind it
+    is refused in the page with its row marked; a right value becomes a body the API takes."""
+    page, name = flag_page
+    assert operator in page.evaluate(OPTIONS)
+    single = operator in SINGLE_VALUE_OPERATORS
+    family = "CIDR" if operator == "IN_CIDR" else operator.split("_")[0]
+    key = "value" if single else "values"
+
+    empty = page.evaluate(BUILD, {"constraints": [{"contextName": "f", "operator": operator}]})
+    needs = "a value" if single else "at least one value"
+    assert empty == {"error": f"Constraint 1: {operator} needs {needs}", "marked": 1}
+    if family in BAD:
+        wrong, message = BAD[family]
+        refused = page.evaluate(
+            BUILD, {"constraints": [{"contextName": "f", "operator": operator, key: wrong}]}
+        )
+        assert refused["error"].startswith(f"Constraint 1: {message}") and refused["marked"] == 1, refused
+
+    right = GOOD.get(family, "a, B")
+    fill = {"constraints": [{"contextName": "f", "operator": operator, key: right, "inverted": True}]}
+    body = page.evaluate(BUILD, fill)["body"]
+    constraint = body["constraints"][0]
+    assert constraint["operator"] == operator and constraint["inverted"] is True
+    if single:
+        assert constraint["value"] == right
+    else:
+        assert constraint["values"] == [v.strip() for v in right.split(",")]
+    path = f"/api/admin/projects/default/features/{name}/environments/development/strategies"
+    answer = console.api.post(path, body)
+    assert answer.status == 200, answer.body
+    assert answer.json()["constraints"][0]["operator"] == operator
 
 
 def test_a_right_form_becomes_the_apis_body(flag_page):

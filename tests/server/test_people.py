@@ -67,10 +67,10 @@ def test_sign_in_sets_a_session_that_needs_its_csrf_token_to_change_anything(api
     refused = session.request("POST", "/api/admin/projects", {"id": name, "name": name}, csrf=False)
     assert_error(refused, 403, "NoAccessError")
     assert session.request("POST", "/api/admin/projects", {"id": name, "name": name}).status == 201
-    assert (
-        Api(api.port, None).post("/logout", headers={"Cookie": f"flagproxy_session={session.cookie}"}).status
-        == 200
-    )
+    cookie_only = {"Cookie": f"flagproxy_session={session.cookie}"}
+    assert_error(Api(api.port, None).post("/logout", headers=cookie_only), 403, "NoAccessError")
+    assert session.request("GET", "/api/admin/projects").status == 200  # still signed in
+    assert session.request("POST", "/logout").status == 200
     assert_error(session.request("GET", "/api/admin/projects"), 401, "AuthenticationRequired")
 
 

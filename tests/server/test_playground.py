@@ -1,10 +1,13 @@
 """`POST /api/admin/playground` through HTTP on SQLite and PostgreSQL: Unleash's request and response
-shapes, the answers of the SDK payload for that environment, `?explain=true` reasons, who may call it and
-what bad input gets."""
+shapes, the answers of the SDK payload for that environment (equal to the compiled evaluator's for a
+benchmark snapshot authored through the API), `?explain=true` reasons, who may call it and what bad input
+gets."""
 
 from __future__ import annotations
 
-from tests.server.harness import Api, assert_error, unique
+from benchmarks.datasets import snapshot_payload, unique_context
+from flagproxy.snapshot import compile_snapshot
+from tests.server.harness import CLIENT_TOKEN, Api, assert_error, unique
 
 PLAYGROUND = "/api/admin/playground"
 
@@ -109,3 +112,58 @@ def test_a_disabled_strategy_is_listed_in_its_place_and_never_evaluated(api: Api
     assert (
         other["isEnabled"] is False and other["strategies"]["result"] is False
     )  # the disabled one is not on
+
+
+def _load_benchmark_snapshot(api: Api, size: int) -> tuple[str, dict[str, str]]:
+    """The benchmark snapshot of `size` flags authored through the admin API into a new project (names
+    made unique, segments renumbered); returns the project and the benchmark name -> stored name."""
+    payload = snapshot_payload(size)
+    project = unique("bench")
+    assert api.post("/api/admin/projects", {"id": project, "name": project}).status == 201
+    segments = {
+        s["id"]: api.create_segment(unique(s["name"]), s["constraints"], project=project)["id"]
+        for s in payload["segments"]
+    }
+    names = {f["name"]: unique(f["name"].replace(".", "-")) for f in payload["features"]}
+    for feature in payload["features"]:
+        name = names[feature["name"]]
+        api.create_feature(name, project)
+        for strategy in feature["strategies"]:
+            body = {**strategy, "segments": [segments[i] for i in strategy.get("segments", [])]}
+            api.add_strategy(name, body, project=project)
+        if feature["variants"]:
+            path = f"/api/admin/projects/{project}/features/{name}/environments/development/variants"
+            assert api.put(path, feature["variants"]).status == 200
+        if feature["enabled"]:
+            api.switch(name, True, project=project)
+    for feature in payload["features"]:
+        for dependency in feature["dependencies"]:
+            path = f"/api/admin/projects/{project}/features/{names[feature['name']]}/dependencies"
+            body = {**dependency, "feature": names[dependency["feature"]]}
+            assert api.post(path, body).status == 200
+    return project, names
+
+
+def test_its_answers_are_the_compiled_evaluators_over_what_the_proxies_get(api: Api):
+    """A benchmark snapshot authored through the API: for each context, the playground's answer of every
+    flag (on/off, variant, payload) is the compiled evaluator's over the SDK payload of that
+    environment, the one a proxy compiles."""
+    project, names = _load_benchmark_snapshot(api, 100)
+    features = api.client_features(CLIENT_TOKEN, f"?project={project}")
+    snapshot = compile_snapshot(features, implementation="compiled")
+    assert snapshot.implementation == "compiled" and len(features["features"]) == len(names)
+    contexts = [{k: v for k, v in unique_context(i).items() if v is not None} for i in range(12)]
+    on = 0
+    for context in contexts:
+        body = {"environment": "development", "projects": [project], "context": context}
+        answer = api.post(PLAYGROUND, body)
+        assert answer.status == 200, answer.body
+        answered = answer.json()["features"]
+        assert len(answered) == len(names)
+        for feature in answered:
+            expected = snapshot.get_variant(feature["name"], context)
+            assert feature["isEnabled"] == expected["feature_enabled"], (feature["name"], context)
+            assert feature["variant"]["name"] == expected["name"], (feature["name"], context)
+            assert feature["variant"].get("payload") == expected.get("payload"), (feature["name"], context)
+            on += feature["isEnabled"]
+    assert 0 < on < len(names) * len(contexts)  # both answers occur: the comparison means something

@@ -3,7 +3,8 @@
 Pages read through the storage layer and the admin API's views; every change a page offers is a request
 from the browser to the admin API itself (`/api/admin/...`, JSON, with the session cookie and the CSRF
 header), so permissions and validation have one code path and everything a page does the API does.
-What a person may not do is rendered disabled, decided by the same `allowed()` the API asks.
+What a person may not do is not offered (or rendered disabled): a template asks `may("<route name>")`,
+the route's own ROUTE_NEEDS entry through the `allowed()` the API asks.
 
 Modules, one page group each: `signin` (login, invite signup), `flags` (projects, a project's flags,
 archive), `flag` (a flag's page), `playground`, `people` (users, invite links, roles, groups, project

@@ -71,7 +71,11 @@ async def flag_page(request: Request, project_id: str, name: str) -> HTTPRespons
             if f["project"] == project_id and f["name"] != name
         ]
     shown = feature_json(catalog, feature)
-    return html(
+    if shown["archived"]:
+        # An archived flag is read, not edited: the page offers reviving it and nothing else.
+        may = request.ctx.may
+        request.ctx.may = lambda route, *scope: route == "features.revive_feature" and may(route, *scope)
+    return await html(
         request,
         "flag.html",
         project_id=project_id,

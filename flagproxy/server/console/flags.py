@@ -31,7 +31,7 @@ async def projects(request: Request) -> HTTPResponse:
     counts: dict[str, int] = {}
     for feature in catalog.features:
         counts[feature["project"]] = counts.get(feature["project"], 0) + 1
-    return html(request, "projects.html", projects=rows, counts=counts)
+    return await html(request, "projects.html", projects=rows, counts=counts)
 
 
 def _table_context(request: Request, project_id: str) -> dict[str, object]:
@@ -66,13 +66,13 @@ def _table_context(request: Request, project_id: str) -> dict[str, object]:
 @bp.get("/console/projects/<project_id>")
 @signed_in
 async def project(request: Request, project_id: str) -> HTTPResponse:
-    return html(request, "project.html", types=FEATURE_TYPES, **_table_context(request, project_id))
+    return await html(request, "project.html", types=FEATURE_TYPES, **_table_context(request, project_id))
 
 
 @bp.get("/console/projects/<project_id>/flags/table")
 @signed_in
 async def flag_table(request: Request, project_id: str) -> HTTPResponse:
-    return html(request, "flag_table.html", **_table_context(request, project_id))
+    return await html(request, "flag_table.html", **_table_context(request, project_id))
 
 
 @bp.get("/console/archive")
@@ -81,7 +81,7 @@ async def archive(request: Request) -> HTTPResponse:
     with request.app.ctx.db.transaction(read_only=True) as tx:
         catalog = catalog_rows.load(tx, include_archived=True)
     flags = [feature_json(catalog, f) for f in catalog.features if f["archived"]]
-    return html(request, "archive.html", flags=flags)
+    return await html(request, "archive.html", flags=flags)
 
 
 @bp.get("/console/environments")
@@ -89,4 +89,4 @@ async def archive(request: Request) -> HTTPResponse:
 async def environments(request: Request) -> HTTPResponse:
     with request.app.ctx.db.transaction(read_only=True) as tx:
         shown = [environment_json(row) for row in project_rows.environments(tx)]
-    return html(request, "environments.html", environments=shown)
+    return await html(request, "environments.html", environments=shown)

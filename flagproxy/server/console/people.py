@@ -43,7 +43,9 @@ async def users(request: Request) -> HTTPResponse:
         ]
         roles = [r for r in _roles(tx) if r["type"] in ("root", "root-custom")]
     expires = (datetime.now(UTC) + timedelta(days=INVITE_DAYS)).strftime("%Y-%m-%dT%H:%M")
-    return html(request, "users.html", users=shown, invites=invites, roles=roles, invite_expires=expires)
+    return await html(
+        request, "users.html", users=shown, invites=invites, roles=roles, invite_expires=expires
+    )
 
 
 @bp.get("/console/roles")
@@ -51,7 +53,7 @@ async def users(request: Request) -> HTTPResponse:
 async def roles(request: Request) -> HTTPResponse:
     with request.app.ctx.db.transaction(read_only=True) as tx:
         shown = _roles(tx)
-    return html(
+    return await html(
         request,
         "roles.html",
         roles=shown,
@@ -66,7 +68,7 @@ async def groups(request: Request) -> HTTPResponse:
     with request.app.ctx.db.transaction(read_only=True) as tx:
         shown = [access_rows.group_json(tx, row) for row in access_rows.all_groups(tx)]
         everyone = [people_rows.user_json(row) for row in people_rows.all_users(tx)]
-    return html(request, "groups.html", groups=shown, users=everyone)
+    return await html(request, "groups.html", groups=shown, users=everyone)
 
 
 def _access_without(rows: list[dict[str, object]], left_out: int) -> str:
@@ -112,7 +114,7 @@ async def project_access(request: Request, project_id: str) -> HTTPResponse:
         project_roles = [r for r in _roles(tx) if r["type"] in ("project", "custom")]
         everyone = [people_rows.user_json(row) for row in people_rows.all_users(tx)]
         all_groups = [access_rows.group_json(tx, row) for row in access_rows.all_groups(tx)]
-    return html(
+    return await html(
         request,
         "access.html",
         project=project,

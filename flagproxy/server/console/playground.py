@@ -26,7 +26,7 @@ async def page(request: Request) -> HTTPResponse:
     with request.app.ctx.db.transaction(read_only=True) as tx:
         environments = project_rows.environments(tx)
         projects = project_rows.projects(tx)
-    return html(
+    return await html(
         request, "playground.html", environments=environments, projects=projects, fields=STANDARD_FIELDS
     )
 
@@ -62,4 +62,4 @@ async def results(request: Request) -> HTTPResponse:
         raise ValidationFailed(".".join(str(p) for p in error["loc"]), error["msg"]) from None
     with request.app.ctx.db.transaction(read_only=True) as tx:
         answer = playground(tx, body, with_reasons=True)
-    return html(request, "playground_results.html", answer=answer)
+    return await html(request, "playground_results.html", answer=answer)

@@ -1,4 +1,5 @@
-"""Rendering console pages: the Jinja2 environment, who is signed in, and the headers every page carries.
+"""Rendering console pages: sanic-ext's Jinja2 environment pointed at the console's templates, who is signed
+in, and the headers every page carries.
 
 Content-Security-Policy: scripts, styles and requests only from this server and no inline script or style
 (htmx is configured through a meta tag, its indicator styles turned off, and never evaluates attribute
@@ -16,11 +17,13 @@ from urllib.parse import quote
 from jinja2 import Environment, PackageLoader, select_autoescape
 from sanic import HTTPResponse, Request
 from sanic.response import redirect
+from sanic_ext import render
 
 from flagproxy import __version__
 from flagproxy.server.auth import session_caller
 from flagproxy.server.errors import ApiError
 from flagproxy.server.identity.access import Caller, allowed
+from flagproxy.server.identity.permissions import ROUTE_NEEDS
 from flagproxy.server.routes.common import json_response
 
 CONTENT_SECURITY_POLICY = (
@@ -35,26 +38,33 @@ SECURITY_HEADERS = {
     "cache-control": "no-store",
 }
 
-_environment = Environment(
-    loader=PackageLoader("flagproxy.server.console", "templates"),
-    autoescape=select_autoescape(default=True, default_for_string=True),
-    trim_blocks=True,
-    lstrip_blocks=True,
-)
+
+def use_console_templates(environment: Environment) -> None:
+    """Point sanic-ext's Jinja2 environment (`app.ext.environment`, made by its templating extension) at
+    the console's templates, package data, escaping everything."""
+    environment.loader = PackageLoader("flagproxy.server.console", "templates")
+    environment.autoescape = select_autoescape(default=True, default_for_string=True)
+    environment.trim_blocks = True
+    environment.lstrip_blocks = True
 
 
-def html(request: Request, template: str, status: int = 200, **context: Any) -> HTTPResponse:
-    """A page or fragment; `caller` (when signed in) and `can` (the permission check) are always there."""
+async def html(request: Request, template: str, status: int = 200, **context: Any) -> HTTPResponse:
+    """A page or fragment; `caller` (when signed in) and `may` (whether the admin API would take a call
+    to the route of that name) are always there. Templates ask `may`, never a permission by name, so
+    what a page offers follows ROUTE_NEEDS."""
     caller: Caller | None = getattr(request.ctx, "console_caller", None)
-    body = _environment.get_template(template).render(
-        caller=caller,
-        version=__version__,
-        path=request.path,
-        can=getattr(request.ctx, "can", None),
-        **context,
-    )
-    return HTTPResponse(
-        body, status=status, headers=dict(SECURITY_HEADERS), content_type="text/html; charset=utf-8"
+    return await render(
+        template,
+        status=status,
+        headers=dict(SECURITY_HEADERS),
+        app=request.app,
+        context={
+            "caller": caller,
+            "version": __version__,
+            "path": request.path,
+            "may": getattr(request.ctx, "may", None),
+            **context,
+        },
     )
 
 
@@ -73,7 +83,10 @@ Page = Callable[..., Awaitable[HTTPResponse]]
 
 def signed_in(handler: Page) -> Page:
     """A page for a signed-in person: resolves the session (else the login page) and puts on the request
-    `console_caller` and `can(permission, project=None, environment=None)`, the admin API's own check."""
+    `console_caller`, `can(permission, project=None, environment=None)`, the admin API's own check, and
+    `may(route, project=None, environment=None)`: whether the admin API would let this person call the
+    route of that name (`features.feature_on`), by its entry in ROUTE_NEEDS. Pages offer an action
+    when `may` says so, so what a page offers and what the API allows are one rule."""
 
     @wraps(handler)
     async def page(request: Request, *args: Any, **kwargs: Any) -> HTTPResponse:
@@ -93,8 +106,19 @@ def signed_in(handler: Page) -> Page:
                     answers[key] = allowed(tx, caller, permission, project, environment)
             return answers[key]
 
+        def may(route: str, project: str | None = None, environment: str | None = None) -> bool:
+            need = ROUTE_NEEDS[route]  # a KeyError for a route name that does not exist: a bug
+            if need.permission is None:
+                return caller.user is not None or need.any_caller
+            return can(
+                need.permission,
+                project if need.project else None,
+                environment if need.environment else None,
+            )
+
         request.ctx.console_caller = caller
         request.ctx.can = can
+        request.ctx.may = may
         return await handler(request, *args, **kwargs)
 
     return page
@@ -105,4 +129,4 @@ async def error_page(request: Request, error: ApiError) -> HTTPResponse:
     fragment request gets the record, whose message console.js shows beside the form."""
     if request.headers.get("hx-request"):
         return json_response({"name": error.name, "message": error.message}, status=error.status)
-    return html(request, "error.html", status=error.status, message=error.message)
+    return await html(request, "error.html", status=error.status, message=error.message)

@@ -9,15 +9,22 @@ from flagproxy.server.authoring import SINGLE_VALUE_OPERATORS
 from flagproxy.server.console.flag import OPERATORS
 from flagproxy.server.console.render import html, signed_in
 from flagproxy.server.errors import NoAccess
+from flagproxy.server.identity.permissions import READ_NEEDS
 from flagproxy.server.storage import events as event_rows
 from flagproxy.server.storage import projects as project_rows
 from flagproxy.server.storage import segments as segment_rows
 from flagproxy.server.storage import tokens as token_rows
 from flagproxy.server.storage.catalog import decode_segment
+from flagproxy.server.tokens import secret_hash
 from flagproxy.server.views import segment_json
 
 bp = Blueprint("console_resources")
+TOKEN_LIST_ROUTE = "api_tokens.list_tokens"  # the admin API's route whose rule the tokens page follows
 EVENTS_SHOWN = 100
+
+
+def _shown(token: dict[str, object]) -> dict[str, object]:
+    return {key: value for key, value in token.items() if key != "secret"}
 
 
 def _masked(secret: str) -> str:
@@ -29,15 +36,20 @@ def _masked(secret: str) -> str:
 @bp.get("/console/tokens")
 @signed_in
 async def tokens(request: Request) -> HTTPResponse:
-    # The API lists tokens (with their secrets) only to READ_CLIENT_API_TOKEN; so does the console.
-    if not request.ctx.can("READ_CLIENT_API_TOKEN"):
-        raise NoAccess('You need the "READ_CLIENT_API_TOKEN" permission to see API tokens.')
+    # Who may list tokens is the API's rule for its own list (READ_NEEDS), not a second copy of it.
+    permission = READ_NEEDS[TOKEN_LIST_ROUTE].permission
+    if permission is not None and not request.ctx.can(permission):
+        raise NoAccess(f'You need the "{permission}" permission to see API tokens.')
     with request.app.ctx.db.transaction(read_only=True) as tx:
-        shown = [{**t.to_json(), "masked": _masked(t.secret)} for t in token_rows.all_tokens(tx)]
+        # No secret in the page: a masked prefix to tell tokens apart and the digest revoke names it by.
+        shown = [
+            {**_shown(t.to_json()), "masked": _masked(t.secret), "digest": secret_hash(t.secret)}
+            for t in token_rows.all_tokens(tx)
+        ]
         environments = project_rows.environments(tx)
         projects = project_rows.projects(tx)
     shown = [t for t in shown if t["type"] != "admin"]
-    return html(request, "tokens.html", tokens=shown, environments=environments, projects=projects)
+    return await html(request, "tokens.html", tokens=shown, environments=environments, projects=projects)
 
 
 @bp.get("/console/segments")
@@ -50,7 +62,7 @@ async def segments(request: Request) -> HTTPResponse:
             for row in segment_rows.segments(tx)
         ]
         projects = project_rows.projects(tx)
-    return html(
+    return await html(
         request,
         "segments.html",
         segments=shown,
@@ -65,4 +77,4 @@ async def segments(request: Request) -> HTTPResponse:
 async def events(request: Request) -> HTTPResponse:
     with request.app.ctx.db.transaction(read_only=True) as tx:
         shown, total = event_rows.page(tx, EVENTS_SHOWN, 0)
-    return html(request, "events.html", events=shown, total=total)
+    return await html(request, "events.html", events=shown, total=total)

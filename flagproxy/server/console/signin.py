@@ -46,7 +46,7 @@ async def home(request: Request) -> HTTPResponse:
 
 @bp.get("/console/login")
 async def login_page(request: Request) -> HTTPResponse:
-    return html(request, "login.html", next=_safe_next(request.args.get("next")))
+    return await html(request, "login.html", next=_safe_next(request.args.get("next")))
 
 
 @bp.get("/console/me")
@@ -58,7 +58,7 @@ async def me(request: Request) -> HTTPResponse:
     with request.app.ctx.db.transaction(read_only=True) as tx:
         tokens = [people.personal_token_json(row) for row in people.personal_tokens_of(tx, user_id)]
     expires = (datetime.now(UTC) + timedelta(days=TOKEN_DAYS)).strftime("%Y-%m-%dT%H:%M")
-    return html(request, "me.html", tokens=tokens, token_expires=expires)
+    return await html(request, "me.html", tokens=tokens, token_expires=expires)
 
 
 @bp.get("/new-user")
@@ -66,4 +66,4 @@ async def signup_page(request: Request) -> HTTPResponse:
     secret = request.args.get("invite", "")
     with request.app.ctx.db.transaction(read_only=True) as tx:
         usable = bool(secret) and people.usable_invite(tx, secret) is not None
-    return html(request, "signup.html", status=200 if usable else 400, secret=secret, usable=usable)
+    return await html(request, "signup.html", status=200 if usable else 400, secret=secret, usable=usable)

@@ -7,6 +7,7 @@ listings show everything but it. Signing up needs no API key: the secret in the 
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -26,6 +27,7 @@ from flagproxy.server.storage.database import Row, Tx
 from flagproxy.server.validation import as_validation_failed, json_body, nul_location, require_json
 
 bp = Blueprint("invites", url_prefix="/api/admin/invite-link/tokens")
+_DIGEST = re.compile(r"[0-9a-fA-F]{64}")
 signup = Blueprint("signup", url_prefix="/invite")
 
 MAX_LIFETIME = timedelta(days=31)  # as Unleash: an invite link lasts at most a month
@@ -93,21 +95,24 @@ async def get_invite(request: Request, secret: str) -> HTTPResponse:
 
 
 @bp.put("/<secret:str>")
-@openapi.summary("Enable, disable or re-date an invite link")
+@openapi.summary("Enable, disable or re-date an invite link (named by its secret or the secret's SHA-256)")
 @openapi.tag("Invite links")
 @json_body(UpdateInviteBody)
 async def update_invite(request: Request, secret: str, body: UpdateInviteBody) -> HTTPResponse:
     caller = request.ctx.caller
     with transaction(request) as tx:
-        if people.invite(tx, secret) is None:
+        found = people.invite(tx, secret)
+        if found is None and _DIGEST.fullmatch(secret):
+            found = people.invite_by_hash(tx, secret)  # the console names a link by its secret's digest
+        if found is None:
             raise NotFound("No invite link with that secret")
         changes: dict[str, Any] = {}
         if body.enabled is not None:
             changes["enabled"] = 1 if body.enabled else 0
         if body.expiresAt is not None:
             changes["expires_at"] = _capped(body.expiresAt)
-        people.update_invite(tx, secret, changes)
-        row = people.invite(tx, secret)
+        people.update_invite(tx, str(found["secret_hash"]), changes)
+        row = people.invite_by_hash(tx, str(found["secret_hash"]))
         assert row is not None
         events.record(tx, "invite-link-updated", caller.name, {"name": row["name"], **changes})
         shown = _invite_json(tx, row)

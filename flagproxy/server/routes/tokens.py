@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from urllib.parse import unquote
 
 from sanic import Blueprint, HTTPResponse, Request
@@ -18,6 +19,7 @@ from flagproxy.server.tokens import ALL_PROJECTS, ApiToken, new_secret
 from flagproxy.server.validation import json_body
 
 bp = Blueprint("api_tokens", url_prefix="/api/admin/api-tokens")
+_DIGEST = re.compile(r"[0-9a-fA-F]{64}")
 
 
 @bp.get("")
@@ -74,12 +76,16 @@ async def create_token(request: Request, body: CreateTokenBody) -> HTTPResponse:
 
 
 @bp.delete("/<secret:path>")
-@openapi.summary("Delete an API token by its secret")
+@openapi.summary("Delete an API token by its secret (or the secret's SHA-256 hex digest)")
 @openapi.tag("API tokens")
 async def delete_token(request: Request, secret: str) -> HTTPResponse:
+    named = unquote(secret)
     with transaction(request) as tx:
-        token = token_rows.find(tx, unquote(secret))
-        if token is None or not token_rows.delete(tx, unquote(secret)):
+        token = token_rows.find(tx, named)
+        if token is None and _DIGEST.fullmatch(named):
+            # The console names a token by its digest, so its pages never hold the secret.
+            token = token_rows.find_by_hash(tx, named)
+        if token is None or not token_rows.delete(tx, token.secret):
             raise NotFound("No API token with that secret")
         events.record(
             tx,

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from sanic import Blueprint, HTTPResponse, Request
 from sanic_ext import openapi
 
-from flagproxy.server.auth import CSRF_COOKIE, SESSION_COOKIE
+from flagproxy.server.auth import CSRF_COOKIE, SESSION_COOKIE, check_csrf, session_caller
 from flagproxy.server.clock import to_iso
 from flagproxy.server.errors import (
     AuthenticationRequired,
@@ -229,6 +229,9 @@ async def logout(request: Request) -> HTTPResponse:
     session_id = request.cookies.get(SESSION_COOKIE)
     if session_id:
         with request.app.ctx.db.transaction() as tx:
+            caller = session_caller(tx, request)
+            if caller is not None:
+                check_csrf(request, caller)  # another site's page cannot sign a person out
             people.end_session(tx, session_id)
     response = empty(200)
     response.delete_cookie(SESSION_COOKIE)

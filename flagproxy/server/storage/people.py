@@ -224,8 +224,14 @@ def all_invites(tx: Tx) -> list[Row]:
     return tx.all("SELECT * FROM invite_links ORDER BY created_at")
 
 
-def update_invite(tx: Tx, secret: str, changes: dict[str, Any]) -> None:
-    tx.update("invite_links", ("secret_hash", digest(secret)), changes, {"enabled", "expires_at"})
+def invite_by_hash(tx: Tx, secret_hash: str) -> Row | None:
+    """The invite link whose secret has this SHA-256 hex digest (how the console names one: the server
+    keeps only the digest, and the secret is shown once)."""
+    return tx.one("SELECT * FROM invite_links WHERE secret_hash = ?", (secret_hash.lower(),))
+
+
+def update_invite(tx: Tx, secret_hash: str, changes: dict[str, Any]) -> None:
+    tx.update("invite_links", ("secret_hash", secret_hash), changes, {"enabled", "expires_at"})
 
 
 def invited_users(tx: Tx, secret_hash: str) -> list[Row]:

@@ -49,6 +49,13 @@ def find(tx: Tx, secret: str) -> ApiToken | None:
     return None if row is None else _token(row)
 
 
+def find_by_hash(tx: Tx, digest: str) -> ApiToken | None:
+    """The token whose secret has this SHA-256 hex digest (how the console names a token to revoke, so
+    its pages never hold the secret)."""
+    row = tx.one("SELECT * FROM api_tokens WHERE secret_hash = ?", (digest.lower(),))
+    return None if row is None else _token(row)
+
+
 def all_tokens(tx: Tx) -> list[ApiToken]:
     return [_token(row) for row in tx.all("SELECT * FROM api_tokens ORDER BY created_at, token_name")]
 

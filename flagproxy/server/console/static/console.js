@@ -109,9 +109,12 @@
 
   var CHECKS = {
     NUM: [/^-?\d+(\.\d+)?$/, "a number"],
-    DATE: [/^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$/, "a date like 2026-01-31T12:00:00Z"],
+    DATE: [/^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/, "a date like 2026-01-31T12:00:00Z"],
     SEMVER: [/^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$/, "a semantic version like 1.2.3"],
   };
+
+  // An IPv4 or IPv6 address, with or without a /prefix (the server parses it exactly).
+  var CIDR = /^((\d{1,3}\.){3}\d{1,3}(\/\d{1,2})?|[0-9A-Fa-f]*:[0-9A-Fa-f:.]*(\/\d{1,3})?)$/;
 
   // One constraint row -> the API's constraint, or an Error saying what is wrong with it.
   function constraintOf(row, index) {
@@ -137,6 +140,11 @@
     } else {
       constraint.values = convert(field("values").value, "list", "values");
       if (!constraint.values.length) throw new Error(label + constraint.operator + " needs at least one value");
+      if (constraint.operator === "IN_CIDR") {
+        constraint.values.forEach(function (entry) {
+          if (!CIDR.test(entry)) throw new Error(label + entry + " is not an IP address or CIDR range");
+        });
+      }
     }
     return constraint;
   }
