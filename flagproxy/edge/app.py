@@ -33,6 +33,7 @@ from flagproxy.proxy.etag import none_match
 from flagproxy.proxy.logger import make_logger
 from flagproxy.proxy.prometheus import RequestMetrics, preflight_or_fallback
 from flagproxy.proxy.trust import client_address
+from flagproxy.request_class import Request as FlagproxyRequest
 from flagproxy.serving import guard_worker_signals
 
 BODY_LIMIT = 256 * 1024  # a downstream edge's metrics batch is under 95 kB; SDK bodies far smaller
@@ -68,7 +69,10 @@ class EdgeApp:
         self.request_metrics = RequestMetrics(enabled=True)
         self.series_directory: str | None = None
 
-        app = Sanic(f"flagproxy-edge-{next(_numbers)}", configure_logging=False)
+        # The request class of the other apps: a control byte in the request target gets its 400.
+        app = Sanic(
+            f"flagproxy-edge-{next(_numbers)}", configure_logging=False, request_class=FlagproxyRequest
+        )
         app.config.AUTO_EXTEND = False
         app.config.KEEP_ALIVE_TIMEOUT = 5
         app.config.REQUEST_MAX_SIZE = BODY_LIMIT
