@@ -44,20 +44,29 @@ class Caller(threading.Thread):
     """Requests in turn on one keep-alive connection until `stop`: a frontend evaluation, client features,
     a usage post of one count."""
 
-    def __init__(self, port: int, expected: dict[str, bytes], stop: threading.Event, number: int) -> None:
+    def __init__(
+        self,
+        port: int,
+        expected: dict[str, bytes],
+        stop: threading.Event,
+        number: int,
+        kinds: tuple[int, ...] = (0, 1, 2),
+    ) -> None:
         super().__init__(daemon=True)
         self.port, self.expected, self.stop, self.number = port, expected, stop, number
+        self.kinds = kinds  # 0 a usage post, 1 a frontend evaluation, 2 client features
         self.answers = 0
         self.counted = 0  # usage posts answered 202: each count must arrive upstream once
         self.problems: list[str] = []
         self.cut = 0  # requests the stop closed before any answer: never handled
+        self.cuts: list[str] = []
 
     def run(self) -> None:
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
         turn = 0
         while not self.stop.is_set():
             turn += 1
-            kind = turn % 3
+            kind = self.kinds[turn % len(self.kinds)]
             user = f"u{(turn * 7 + self.number) % USERS}"
             try:
                 if kind == 0:
@@ -77,7 +86,8 @@ class Caller(threading.Thread):
                 connection.close()
                 connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
                 continue
-            except (ConnectionError, http.client.HTTPException, OSError):
+            except (ConnectionError, http.client.HTTPException, OSError) as exc:
+                self.cuts.append(f"{kind} {exc!r}")
                 connection.close()
                 connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
                 self.cut += 1
@@ -144,4 +154,39 @@ def test_sigterm_under_load_finishes_every_answer_and_flushes_every_count(edge_u
     assert answers > 0 and counted > 0
     assert process.popen.returncode == 0, stderr[-3000:]
     assert "Traceback" not in stdout + stderr, (stdout + stderr)[-3000:]
-    assert delivered == counted  # every count answered 202, once: the stop's flush sent them
+    cuts = [cut for caller in callers for cut in caller.cuts]
+    assert delivered == counted, cuts[:20]  # every count answered 202, once: the stop's flush sent them
+
+
+# --- regression: what this campaign found -----------------------------------------------------------
+
+STOPS = 5
+
+
+def test_a_usage_post_whose_answer_the_stop_cuts_off_is_not_counted(edge_upstream):
+    """Found by this campaign (the test above, one stop in two): a stop closes every connection it finds
+    idle at once, but one whose next usage post had arrived and not been read yet was still handled: the
+    count went upstream while the caller got no answer (its SDK keeps the bucket and sends it again).
+    Callers that only post usage, stopped STOPS times: every count upstream is one a caller got 202 for."""
+    for number in range(STOPS):
+        process = edge(edge_upstream.base_url, [DEV_CLIENT], "--metrics-interval-seconds", "60")
+        process.wait_ready()
+        stop = threading.Event()
+        callers = [Caller(process.port, {}, stop, n, kinds=(0,)) for n in range(CALLERS)]
+        for caller in callers:
+            caller.start()
+        time.sleep(1)
+        os.kill(process.popen.pid, signal.SIGTERM)
+        try:
+            process.popen.communicate(timeout=60)
+        finally:
+            stop.set()
+            for caller in callers:
+                caller.join(15)
+            process.stop()
+        counted = sum(caller.counted for caller in callers)
+        assert [problem for caller in callers for problem in caller.problems] == []
+        assert process.popen.returncode == 0
+        delivered = sum(yes for (app, flag), (yes, _) in bulk_totals(edge_upstream).items() if flag == FLAG)
+        edge_upstream.requests.clear()  # the next stop's counts alone
+        assert delivered == counted, (number, delivered, counted)
