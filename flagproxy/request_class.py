@@ -1,4 +1,4 @@
-"""The Sanic request class of both apps (`flagproxy proxy`, `flagproxy server`).
+"""The Sanic request class of every app (`flagproxy proxy`, `flagproxy server`, `flagproxy edge`).
 
 Sanic 25.12 answers a request whose target httptools refuses (a NUL or another control byte in it) by
 building a stand-in request from the same target to run the error handlers; that raises BadURL again, so

@@ -33,6 +33,7 @@ from flagproxy.proxy.etag import none_match
 from flagproxy.proxy.logger import make_logger
 from flagproxy.proxy.prometheus import RequestMetrics, preflight_or_fallback
 from flagproxy.proxy.trust import client_address
+from flagproxy.request_class import Request as FlagproxyRequest
 from flagproxy.serving import guard_worker_signals
 
 BODY_LIMIT = 256 * 1024  # a downstream edge's metrics batch is under 95 kB; SDK bodies far smaller
@@ -68,7 +69,10 @@ class EdgeApp:
         self.request_metrics = RequestMetrics(enabled=True)
         self.series_directory: str | None = None
 
-        app = Sanic(f"flagproxy-edge-{next(_numbers)}", configure_logging=False)
+        # The request class of the other apps: a control byte in the request target gets its 400.
+        app = Sanic(
+            f"flagproxy-edge-{next(_numbers)}", configure_logging=False, request_class=FlagproxyRequest
+        )
         app.config.AUTO_EXTEND = False
         app.config.KEEP_ALIVE_TIMEOUT = 5
         app.config.REQUEST_MAX_SIZE = BODY_LIMIT
@@ -269,6 +273,15 @@ class EdgeApp:
     async def _unexpected(self, request: Request, exception: Exception) -> HTTPResponse:
         self.logger.error(f"Unexpected error on {request.method} {request.path}: {exception!r}")
         return r.DatedResponse(orjson.dumps(r.whoops(str(exception))), status=500, content_type=r.JSON)
+
+
+def answer_can_arrive(request: Request) -> bool:
+    """Whether the request's connection is still open for its answer. A stop closes every connection it
+    finds idle at once; one whose next request had arrived but not been read yet is still handled
+    afterwards, and its answer goes nowhere. Usage counted there would arrive upstream while its SDK, told
+    nothing, keeps the bucket and sends it again: the counting routes count only what they can answer."""
+    transport = request.transport
+    return transport is not None and not transport.is_closing()
 
 
 def read_json(request: Request) -> Any:

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 from sanic import HTTPResponse, Request
 
-from flagproxy.edge.app import EdgeApp, read_json
+from flagproxy.edge.app import EdgeApp, answer_can_arrive, read_json
 from flagproxy.edge.metrics import check_bulk
 from flagproxy.edge.tokens import CLIENT
 from flagproxy.edge.validation import UpstreamUnavailable
@@ -66,6 +66,8 @@ def metrics(edge: EdgeApp, family: str = CLIENT) -> Handler:
             toggles = check_metrics(body)
         except ClientError as error:
             return edge.client_error(request, error)
+        if not answer_can_arrive(request):
+            return edge.empty(request, 503)
         edge.metrics.add_bucket(served.scope[0], body["appName"], toggles)
         return edge.empty(request, 202)
 
@@ -81,6 +83,8 @@ def bulk_metrics(edge: EdgeApp) -> Handler:
             applications, entries = check_bulk(read_json(request))
         except ClientError as error:
             return edge.client_error(request, error)
+        if not answer_can_arrive(request):
+            return edge.empty(request, 503)
         environment = served.scope[0]  # the token's, whatever an entry says
         for application in applications:
             edge.metrics.register(environment, application, edge.connect_via)
@@ -111,6 +115,8 @@ def register(edge: EdgeApp, family: str = CLIENT) -> Handler:
             check_register(body)
         except ClientError as error:
             return edge.client_error(request, error)
+        if not answer_can_arrive(request):
+            return edge.empty(request, 503)
         edge.metrics.register(served.scope[0], body, edge.connect_via)
         return edge.empty(request, 202)
 

@@ -7,6 +7,13 @@ batches whose JSON stays under 95 kB (Edge's bound, under Unleash's 100 kB body 
 client token of their environment. A batch the upstream does not take is put back and goes with the next
 send, so a short outage loses nothing; the bounds below keep a long one from growing the memory (what
 does not fit is dropped and counted, and said once).
+
+Whatever is kept must be something the upstream takes: a batch it refuses for its content is put back and
+sent again for ever, and holds back every good count of its environment with it. So a count is kept only
+under a non-empty application and flag name (the upstream requires both), counts stop at MAX_COUNT (the
+upstream's bound, and what every SDK's JSON writes exactly; past 2^64 they could not even be encoded), and
+a registration keeps only fields of the types the upstream reads. A batch the upstream still answers 400
+is dropped and said, never retried.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from flagproxy.sync.usage import MAX_VARIANTS, iso_now
 BATCH_BYTES = 95 * 1024
 MAX_ENTRIES = 50_000  # (environment, app, feature) counts kept while the upstream refuses them
 MAX_APPLICATIONS = 5_000
+MAX_COUNT = 2**53 - 1  # a count (yes, no, a variant's) stops here
 _ENVELOPE = len(b'{"applications":[],"metrics":[]}')
 
 CountKey = tuple[str, str, str]  # environment, appName, featureName
@@ -63,34 +71,42 @@ class EdgeMetrics:
         key = (environment, app_name, feature)
         entry = self.counts.get(key)
         if entry is None:
-            if len(self.counts) >= MAX_ENTRIES:
+            if len(self.counts) >= MAX_ENTRIES or not app_name or not feature:
                 self.dropped += yes + no
                 return
             entry = self.counts[key] = [0, 0, {}, timestamp]
-        entry[0] += yes
-        entry[1] += no
+        entry[0] = self._capped(entry[0], yes)
+        entry[1] = self._capped(entry[1], no)
         for variant, n in variants.items():
             if variant in entry[2] or len(entry[2]) < MAX_VARIANTS:
-                entry[2][variant] = entry[2].get(variant, 0) + n
+                entry[2][variant] = self._capped(entry[2].get(variant, 0), n)
             else:
                 self.dropped += n
+
+    def _capped(self, count: int, more: int) -> int:
+        total = count + more
+        if total <= MAX_COUNT:
+            return total
+        self.dropped += total - MAX_COUNT
+        return MAX_COUNT
 
     def register(self, environment: str, application: Mapping[str, Any], connect_via: dict[str, str]) -> None:
         app_name = str(application.get("appName", ""))
         instance_id = str(application.get("instanceId") or "default")
         key = (environment, app_name, instance_id)
-        if key not in self.applications and len(self.applications) >= MAX_APPLICATIONS:
+        if not app_name or (key not in self.applications and len(self.applications) >= MAX_APPLICATIONS):
             self.dropped += 1
             return
         vias = [v for v in application.get("connectVia") or () if isinstance(v, dict)]
+        sdk_version, interval, started = (application.get(k) for k in ("sdkVersion", "interval", "started"))
         self.applications[key] = {
             "appName": app_name,
             "instanceId": instance_id,
             "environment": environment,
-            "sdkVersion": application.get("sdkVersion"),
+            "sdkVersion": sdk_version if isinstance(sdk_version, str) else None,
             "strategies": [s for s in application.get("strategies") or () if isinstance(s, str)],
-            "interval": application.get("interval") if isinstance(application.get("interval"), int) else 0,
-            "started": application.get("started") or iso_now(),
+            "interval": interval if _is_count(interval) else 0,
+            "started": started if isinstance(started, str) or _is_count(started) else iso_now(),
             "connectVia": [*vias, connect_via],
         }
 
@@ -142,6 +158,10 @@ class EdgeMetrics:
             yield _body(batch), held
 
 
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
+
+
 def _body(batch: dict[str, list[bytes]]) -> bytes:
     return (
         b'{"applications":['
@@ -183,6 +203,13 @@ class BulkSender:
                 status = None if client is None else await client.post("client/metrics/bulk", body, None)
                 if isinstance(status, int) and 200 <= status < 300:
                     self.posts += 1
+                    continue
+                if status == 400:  # refused for what it holds: sending it again would be refused again
+                    lost = sum(yes + no for yes, no, _, _ in held.counts.values())
+                    self.logger.warn(
+                        f"The upstream refused a usage metrics batch of {environment} (400): "
+                        f"{lost} usage counts and {len(held.applications)} registrations dropped"
+                    )
                     continue
                 everything_sent = False
                 self.metrics.give_back(held)

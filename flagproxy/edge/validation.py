@@ -5,8 +5,9 @@ first time is asked about with `POST <upstream>/edge/validate`; concurrent reque
 token wait for the same answer (single flight), and every new token of one event-loop turn goes in one
 upstream call, so a storm of random tokens costs the upstream one look at each token at most. A token the
 upstream does not list is cached as invalid: asking again would cost the upstream, never change the
-answer until the next revalidation. When the upstream cannot be reached nothing is cached and the request
-gets 401, as Edge answers an unknown validation status.
+answer until the next revalidation. When the upstream cannot be reached, or answers anything but a 200
+listing the valid tokens, nothing is cached and the request gets 401, as Edge answers an unknown validation
+status; a revalidation then keeps every token as it is.
 
 Every `--token-revalidation-interval-seconds` all validated tokens are asked about again; a token the
 upstream no longer lists (revoked, expired) stops working then. Pretrusted tokens are never asked about.
@@ -163,14 +164,14 @@ class TokenValidator:
         """The upstream's answer for `secrets`: key → validated token, for the valid ones only."""
         self.upstream_calls += 1
         answer = await self.client.exchange("edge/validate", {"tokens": secrets})
-        if isinstance(answer, str) or answer[0] >= 500 or answer[0] in (408, 429):
+        # Only a 200 listing the valid tokens says anything about them. Any other answer (5xx, 429, or a
+        # 401/404 from something in front of the upstream) says nothing: taking it as "none is valid"
+        # made the next revalidation turn every validated token away.
+        if isinstance(answer, str) or answer[0] != 200:
             reason = answer if isinstance(answer, str) else f"answered {answer[0]}"
             self.logger.warn(f"Validating {len(secrets)} token(s) upstream failed: {reason}")
             raise UpstreamUnavailable(reason)
-        status, body = answer
-        if status != 200:
-            self.logger.error(f"The upstream answered {status} to /edge/validate; taking no token as valid")
-            return {}
+        body = answer[1]
         try:
             listed = orjson.loads(body)["tokens"]
         except (orjson.JSONDecodeError, KeyError, TypeError) as exc:

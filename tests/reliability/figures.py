@@ -21,7 +21,10 @@ class Figures:
     requests: int = 0  # answers read by test clients (http.client)
     statuses: Counter[int] = field(default_factory=Counter)
     unexpected_5xx: list[str] = field(default_factory=list)  # what a test did not expect, with its request
-    not_ready_503: int = 0  # the documented 503 of a proxy that has not synchronised yet
+    # The documented 503 of a proxy (or an edge) that has not synchronised yet, and edge's for a new token
+    # while its upstream cannot be asked about it.
+    not_ready_503: int = 0
+    not_covered_511: int = 0  # edge's documented 511: a frontend token no client token covers
     raw_inputs: Counter[str] = field(default_factory=Counter)  # raw-socket inputs by family
     hostile: Counter[str] = field(default_factory=Counter)  # hostile inputs by family
     faults: Counter[str] = field(default_factory=Counter)  # upstream answers that were faults, by kind
@@ -52,7 +55,12 @@ class Figures:
         rows = [
             ("tests passed / failed", f"{self.tests['passed']} / {self.tests['failed']}"),
             ("requests sent (HTTP answers read)", f"{self.requests:,}"),
-            ("5xx seen", f"{fivexx:,} ({self.not_ready_503:,} the documented 503 before readiness)"),
+            (
+                "5xx seen",
+                f"{fivexx:,} ({self.not_ready_503:,} the documented 503 before readiness or edge's for a "
+                "token its upstream cannot be asked about, "
+                f"{self.not_covered_511:,} edge's documented 511 for a token no client token covers)",
+            ),
             ("5xx not expected", f"{len(self.unexpected_5xx)}"),
             ("faults injected (upstream answers)", f"{sum(self.faults.values()):,}"),
         ]
