@@ -45,6 +45,7 @@ import asyncio
 import ctypes
 import ctypes.util
 import multiprocessing
+import os
 import signal
 import socket
 import threading
@@ -117,7 +118,19 @@ def defer_stop_signals() -> None:
 
 
 def guard_worker_signals(app: Sanic[Any, Any]) -> None:
-    """Make a served app stop once, on the first SIGTERM/SIGINT, and ignore those signals afterwards."""
+    """Make a served app stop once, on the first SIGTERM/SIGINT, and ignore those signals afterwards.
+
+    In a worker process this is called by the app factory, before the worker builds its routes: a stop
+    signal from then until the worker has started (a stop right after a start) is remembered, and the worker
+    stops as soon as it has started, instead of dying of a KeyboardInterrupt traceback in Sanic's start-up."""
+    early: list[int] = []
+    if os.environ.get("SANIC_WORKER_IDENTIFIER") and threading.current_thread() is threading.main_thread():
+
+        def remember(signum: int, frame: Any) -> None:
+            early.append(signum)
+
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, remember)
 
     async def stop_once_on_signal(app: Sanic[Any, Any]) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -134,6 +147,8 @@ def guard_worker_signals(app: Sanic[Any, Any]) -> None:
         for signum in (signal.SIGINT, signal.SIGTERM):
             with suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(signum, stop)  # replaces Sanic's
+        if early:
+            stop()
 
     async def ignore_signals_while_stopping(app: Sanic[Any, Any]) -> None:
         # Sanic has just removed the loop's handlers, which restores the defaults (die, KeyboardInterrupt).
