@@ -160,6 +160,15 @@ def guard_worker_signals(app: Sanic[Any, Any]) -> None:
     app.register_listener(ignore_signals_while_stopping, "before_server_stop")
 
 
+def answer_can_arrive(request: Any) -> bool:
+    """Whether the request's connection is still open for its answer. A stop closes every connection it
+    finds idle at once; one whose next request had arrived but not been read yet is still handled
+    afterwards, and its answer goes nowhere. Usage counted there would arrive upstream while its SDK, told
+    nothing, keeps the bucket and sends it again: the routes that take usage count only what they answer."""
+    transport = request.transport
+    return transport is not None and not transport.is_closing()
+
+
 def _make_shutdown_safe() -> None:
     if getattr(WorkerManager, _PATCHED, False):
         return

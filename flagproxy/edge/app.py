@@ -275,15 +275,6 @@ class EdgeApp:
         return r.DatedResponse(orjson.dumps(r.whoops(str(exception))), status=500, content_type=r.JSON)
 
 
-def answer_can_arrive(request: Request) -> bool:
-    """Whether the request's connection is still open for its answer. A stop closes every connection it
-    finds idle at once; one whose next request had arrived but not been read yet is still handled
-    afterwards, and its answer goes nowhere. Usage counted there would arrive upstream while its SDK, told
-    nothing, keeps the bucket and sends it again: the counting routes count only what they can answer."""
-    transport = request.transport
-    return transport is not None and not transport.is_closing()
-
-
 def read_json(request: Request) -> Any:
     """The body as JSON, checked as the proxy checks it (415 for another content type, 400 for bad JSON)."""
     _check_content_type(request)

@@ -15,12 +15,13 @@ from typing import Any
 import orjson
 from sanic import HTTPResponse, Request
 
-from flagproxy.edge.app import EdgeApp, answer_can_arrive, read_json
+from flagproxy.edge.app import EdgeApp, read_json
 from flagproxy.edge.metrics import check_bulk
 from flagproxy.edge.tokens import CLIENT
 from flagproxy.edge.validation import UpstreamUnavailable
 from flagproxy.proxy.errors import ClientError
 from flagproxy.proxy.schemas import check_metrics, check_register
+from flagproxy.serving import answer_can_arrive
 
 Handler = Callable[..., Awaitable[HTTPResponse]]
 MAX_VALIDATE = 1000  # tokens in one /edge/validate request

@@ -44,7 +44,7 @@ from flagproxy.proxy.status_page import page_body, status_document
 from flagproxy.proxy.store import ServedSnapshot, SnapshotStore
 from flagproxy.proxy.trust import client_address
 from flagproxy.request_class import Request as FlagproxyRequest
-from flagproxy.serving import guard_worker_signals
+from flagproxy.serving import answer_can_arrive, guard_worker_signals
 from flagproxy.sync.usage import MetricsCollector
 
 BODY_LIMIT = 102400  # bytes, the Node proxy's (body-parser's) 100 kB
@@ -386,7 +386,8 @@ class _ProxyApp:
             return self._client_error(request, error)
         if not self._accepts_any_key(request):
             return self._unauthorized(request)
-        self.collector.counts.merge(toggles)
+        if answer_can_arrive(request):  # else a stop cut the connection: the SDK will send the bucket again
+            self.collector.counts.merge(toggles)
         return self._fixed(request, 200, r.ACCEPTED, r.TEXT)
 
     async def _client_register(self, request: Request) -> HTTPResponse:
