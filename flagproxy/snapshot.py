@@ -39,7 +39,7 @@ from typing import Any
 
 import orjson
 
-from flagproxy.compiler import apply_delta_events, build_flags
+from flagproxy.compiler import apply_delta_events, build_flags, values
 from flagproxy.evaluator import engine_class
 from flagproxy.strategies import Strategy, by_name
 
@@ -118,4 +118,20 @@ def compile_snapshot(
     return Snapshot(payload, state, engine_class(implementation)(flags), warnings)
 
 
-__all__ = ["Snapshot", "compile_snapshot"]
+def engine_reads_value(operator: str, value: str, case_insensitive: bool = False) -> bool:
+    """Whether the evaluators can read `value` for a single-value operator (NUM_*, DATE_*, SEMVER_*,
+    REGEX) as they read it when a snapshot compiles: the flag server refuses what they could not, with this
+    one definition of each (a constraint they cannot read is false for every context)."""
+    family = operator.split("_", 1)[0]
+    if family == "NUM":
+        return values.is_number_value(value)
+    if family == "DATE":
+        return values.parse_date(value.strip()) is not None
+    if family == "SEMVER":
+        return values.semver_key(value.strip()) is not None
+    if operator == "REGEX":
+        return values.compile_regex(value, case_insensitive) is not None
+    return True
+
+
+__all__ = ["Snapshot", "compile_snapshot", "engine_reads_value"]

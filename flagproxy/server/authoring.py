@@ -8,9 +8,9 @@ from typing import Any
 
 import orjson
 
-from flagproxy.compiler import values
 from flagproxy.server.errors import ValidationFailed
 from flagproxy.server.schemas import ConstraintBody, StrategyVariantBody, VariantBody
+from flagproxy.snapshot import engine_reads_value
 
 TOTAL_WEIGHT = 1000
 SINGLE_VALUE_OPERATORS = frozenset(
@@ -27,19 +27,20 @@ BUILT_IN_STRATEGIES = frozenset(
 )  # fmt: skip
 
 
+VALUE_NEEDS = {
+    "NUM": "a number",
+    "DATE": "an RFC 3339 date-time like 2026-01-31T12:00:00Z",
+    "SEMVER": "a semantic version like 1.2.3",
+    "REGEX": "a valid regular expression (the Rust regex crate's syntax)",
+}
+
+
 def _value_problem(operator: str, value: str, case_insensitive: bool) -> str | None:
     """What is wrong with a single-value operator's value, read as the evaluators read it
-    (flagproxy/compiler/values.py), or None."""
-    family = operator.split("_", 1)[0]
-    if family == "NUM" and not values.is_number_value(value):
-        return f"operator {operator} needs a number"
-    if family == "DATE" and values.parse_date(value.strip()) is None:
-        return f"operator {operator} needs an RFC 3339 date-time like 2026-01-31T12:00:00Z"
-    if family == "SEMVER" and values.semver_key(value.strip()) is None:
-        return f"operator {operator} needs a semantic version like 1.2.3"
-    if operator == "REGEX" and values.compile_regex(value, case_insensitive) is None:
-        return "operator REGEX needs a valid regular expression (the Rust regex crate's syntax)"
-    return None
+    (flagproxy/snapshot.py `engine_reads_value`), or None."""
+    if engine_reads_value(operator, value, case_insensitive):
+        return None
+    return f"operator {operator} needs {VALUE_NEEDS[operator.split('_', 1)[0]]}"
 
 
 def constraint(body: ConstraintBody, path: str) -> dict[str, Any]:
