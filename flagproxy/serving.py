@@ -25,6 +25,10 @@ its multi-worker manager, both of which matter for `docker stop` right after a s
    traceback, in-flight requests cut). `guard_worker_signals(app)` lets only the first signal stop a
    worker and ignores stop signals once the worker is stopping.
 
+5. A stop closes the connections it finds idle and leaves busy ones open; Sanic's HTTP/1 loop then serves a
+   busy keep-alive connection for as long as its client keeps sending, up to GRACEFUL_SHUTDOWN_TIMEOUT.
+   `StoppingHttpProtocol` (passed to `app.prepare` by every command) closes it between two requests.
+
 Sanic does not replace a worker that dies: `flagproxy proxy --workers 2` would go on with one. The
 manager's loop here starts a replacement for any server worker that exits while no shutdown is under way
 (at most one start per worker a second, so a worker that crashes on start cannot spin).
@@ -57,7 +61,9 @@ from typing import Any
 import sanic.mixins.startup
 from sanic import Sanic
 from sanic.exceptions import ServerKilled
+from sanic.http.constants import Stage
 from sanic.log import error_logger, logger
+from sanic.server.protocols.http_protocol import HttpProtocol
 from sanic.worker.loader import AppLoader
 from sanic.worker.manager import WorkerManager
 from sanic.worker.process import ProcessState
@@ -115,6 +121,30 @@ def defer_stop_signals() -> None:
 
     signal.signal(signal.SIGTERM, remember)
     signal.signal(signal.SIGINT, remember)
+
+
+class StoppingHttpProtocol(HttpProtocol):
+    """Sanic's HTTP protocol, closing a busy keep-alive connection when a stop begins.
+
+    A stop closes every connection it finds idle; a busy one Sanic leaves open, and its HTTP/1 loop goes on
+    serving it for as long as its client keeps sending (keep-alive is decided again from each request), up
+    to GRACEFUL_SHUTDOWN_TIMEOUT (15 s): one SDK posting usage without a long pause kept a stopping worker
+    answering for all of it. Here such a connection is closed the moment it is between two requests, so
+    its client reconnects to a worker that is not stopping."""
+
+    def close_if_idle(self) -> bool:
+        if super().close_if_idle():
+            return True
+        self.loop.create_task(self._close_when_idle())
+        return False
+
+    async def _close_when_idle(self) -> None:
+        while self.transport is not None and not self.transport.is_closing():
+            http = self._http
+            if http is None or http.stage is Stage.IDLE:
+                self.close()
+                return
+            await asyncio.sleep(0.002)
 
 
 def guard_worker_signals(app: Sanic[Any, Any]) -> None:

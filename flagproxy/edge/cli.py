@@ -128,6 +128,7 @@ def _serve_offline(settings: EdgeSettings) -> int:
 
 def _serve(settings: EdgeSettings, source: Any) -> int:
     from flagproxy.edge.app import create_app
+    from flagproxy.serving import StoppingHttpProtocol
     from flagproxy.serving import serve as run_workers
 
     app = create_app(settings, source)
@@ -142,6 +143,7 @@ def _serve(settings: EdgeSettings, source: Any) -> int:
         workers=1,
         access_log=settings.log_level == "debug",
         motd=False,
+        protocol=StoppingHttpProtocol,
         single_process=True,
     )
     run_workers(app, None, 1)

@@ -116,7 +116,7 @@ def serve(settings: ProxySettings, options: dict[str, Any], workers: int) -> int
 
     from flagproxy.proxy.leader import Instance, InstanceFolderError, LeaderThread, instance_directory
     from flagproxy.proxy.logger import make_logger
-    from flagproxy.serving import defer_stop_signals
+    from flagproxy.serving import StoppingHttpProtocol, defer_stop_signals
     from flagproxy.serving import serve as run_workers
 
     logger = make_logger(settings.logger, settings.log_level, settings.use_json_logger)
@@ -155,6 +155,7 @@ def serve(settings: ProxySettings, options: dict[str, Any], workers: int) -> int
         workers=workers,
         access_log=settings.log_level == "debug",
         motd=False,
+        protocol=StoppingHttpProtocol,
         single_process=workers == 1,
     )
     logger.info(f"flagproxy proxy is listening on {settings.host}:{settings.port}")

@@ -13,6 +13,7 @@ from flagproxy.server import redaction
 from flagproxy.server.app import LOG_LEVELS, create_app
 from flagproxy.server.settings import ServerSettings, SettingsError
 from flagproxy.server.startup import open_and_prepare
+from flagproxy.serving import StoppingHttpProtocol
 from flagproxy.serving import serve as run_workers
 
 
@@ -53,6 +54,7 @@ def main(argv: list[str]) -> int:
         single_process=settings.workers == 1,
         access_log=settings.log_level == "debug",
         motd=False,
+        protocol=StoppingHttpProtocol,
     )
     try:
         run_workers(app, loader, settings.workers)
