@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from flagproxy.edge.app import EdgeApp
@@ -29,7 +29,7 @@ from tests.http.loopback import fetch
 from tests.http.test_fuzz import requests
 from tests.reliability.edge_upstream import bucket
 from tests.reliability.figures import FIGURES
-from tests.reliability.scale import pick
+from tests.reliability.scale import fuzz_settings, pick
 from tests.server.harness import ADMIN_TOKEN, ServerProcess
 
 pytestmark = pytest.mark.slow
@@ -188,13 +188,7 @@ def test_generated_requests_on_every_edge_route_leave_it_up_with_the_same_answer
         before = answers(process.port)
         assert [status for status, _ in before] == [200] * (len(CHECKS) - 1) + [511], before
 
-        @settings(
-            max_examples=EXAMPLES,
-            deadline=None,
-            derandomize=True,
-            database=None,
-            suppress_health_check=list(HealthCheck),
-        )
+        @fuzz_settings(EXAMPLES)
         @given(request=edge_requests())
         def fuzz(request: tuple[str, str, dict[str, str], bytes | None]) -> None:
             method, path, headers, body = request

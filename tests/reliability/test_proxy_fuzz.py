@@ -5,14 +5,14 @@ on: no 5xx, the same workers before and after, and the same answers afterwards."
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 
 from tests.http.loopback import KEY, fetch
 from tests.http.processes import listening_workers, wait_until_listening
 from tests.http.test_fuzz import requests
 from tests.http.test_workers import proxy_env
 from tests.reliability.figures import FIGURES
-from tests.reliability.scale import pick
+from tests.reliability.scale import fuzz_settings, pick
 
 pytestmark = pytest.mark.slow
 
@@ -45,13 +45,7 @@ def test_generated_requests_leave_every_worker_and_the_same_answers(launch, upst
     before = answers()
     assert len(before) == len(CHECKS) and all(status == 200 for _, status, _ in before), before
 
-    @settings(
-        max_examples=EXAMPLES,
-        deadline=None,
-        derandomize=True,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-    )
+    @fuzz_settings(EXAMPLES)
     @given(request=requests())
     def fuzz(request):
         method, path, headers, body = request

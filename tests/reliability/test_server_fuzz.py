@@ -15,13 +15,13 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.reliability.figures import FIGURES
 from tests.reliability.injections import KNOWN_WORDS, SQL_INJECTIONS
 from tests.reliability.logs import SERVER_SECRETS, assert_no_secret
-from tests.reliability.scale import SERVER_FUZZ_EXAMPLES
+from tests.reliability.scale import SERVER_FUZZ_EXAMPLES, fuzz_settings
 from tests.server.harness import ADMIN_TOKEN, CLIENT_TOKEN, FRONTEND_TOKEN, Api, ServerProcess, base_env
 
 pytestmark = pytest.mark.slow
@@ -153,13 +153,7 @@ def test_requests_generated_from_the_openapi_document_never_get_a_5xx(backend, b
         document = api.get("/docs/openapi.json", token=None).json()
         family = f"server ({backend}): requests generated from its OpenAPI document"
 
-        @settings(
-            max_examples=SERVER_FUZZ_EXAMPLES,
-            deadline=None,
-            derandomize=True,
-            database=None,
-            suppress_health_check=list(HealthCheck),
-        )
+        @fuzz_settings(SERVER_FUZZ_EXAMPLES)
         @given(request=requests(document, real))
         def fuzz(request: tuple[str, str, dict[str, str], bytes | None]) -> None:
             method, path, headers, body = request
