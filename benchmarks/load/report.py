@@ -29,6 +29,7 @@ class Row:
     cpu_us_per_request: float | None = None
     # --prometheus-off's paired rows: this row's req/s over its partner's, in alternating rounds.
     paired_ratio: float | None = None
+    paired_median: float | None = None  # the first row of a pair: the median of the rounds' ratios
     note: str | None = None
 
 

@@ -12,6 +12,7 @@ RSS is read after the scenarios. Every service is stopped in `finally`, whatever
 
 from __future__ import annotations
 
+import statistics
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -156,9 +157,20 @@ def measure_paired(
         if row.requests_per_s and other.requests_per_s and not row.errors:
             row.paired_ratio = round(row.requests_per_s / other.requests_per_s, 3)
     cpu = [row.cpu_us_per_request for row in rows]
+    # Each round number loads both, back to back: the median of those ratios is the estimate least moved
+    # by one round that the scheduler or wrk's spread of connections over the workers favoured.
+    first, second = (measured[target.name] for target in pair)
+    per_round = sorted(
+        a.requests_per_s / b.requests_per_s
+        for a, b in zip(first, second, strict=True)
+        if a.requests_per_s and b.requests_per_s
+    )
+    median = statistics.median(per_round) if per_round else None
+    rows[0].paired_median = None if median is None else round(median, 3)
     log(
         f"[{flags} flags] {scenario.name} paired ({rounds} alternating rounds of {PAIRED_ROUND_SECONDS} s): "
-        f"series on / off = {rows[0].paired_ratio} in req/s, CPU per request {cpu[0]} / {cpu[1]} µs"
+        f"series on / off = {rows[0].paired_ratio} in req/s (median of the rounds {rows[0].paired_median}, "
+        f"rounds {', '.join(f'{r:.3f}' for r in per_round)}), CPU per request {cpu[0]} / {cpu[1]} µs"
     )
     return rows
 

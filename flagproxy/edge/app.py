@@ -66,7 +66,7 @@ class EdgeApp:
         self.tasks: list[asyncio.Task[Any]] = []
         # Requests by route and status and their durations, as `flagproxy proxy` counts them
         # (flagproxy/proxy/prometheus.py), served with the other series at /internal-backstage/metrics.
-        self.request_metrics = RequestMetrics(enabled=True)
+        self.request_metrics = RequestMetrics(enabled=True, logger=self.logger)
         self.series_directory: str | None = None
 
         # The request class of the other apps: a control byte in the request target gets its 400.

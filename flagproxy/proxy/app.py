@@ -126,7 +126,7 @@ class _ProxyApp:
         )
         self._answer = self._make_answer()
         # Requests by route and status, durations (flagproxy/proxy/prometheus.py): each handler wrapped once.
-        self.metrics = RequestMetrics(s.enable_prometheus)
+        self.metrics = RequestMetrics(s.enable_prometheus, self.logger)
         self._add_routes()
         fallback = self.metrics.observe("fallback", self._fallback, label=preflight_or_fallback)
         app.error_handler.add(NotFound, fallback)

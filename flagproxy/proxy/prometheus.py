@@ -6,10 +6,12 @@ scrape, on whichever worker it lands, reads them all with `MultiProcessCollector
 a replaced worker's counts stay in the sums. The folder is emptied when the instance starts.
 `flagproxy edge` (one process) counts its routes with the same `RequestMetrics`, in a folder of its own.
 
-The hot path pays for a handler wrapper only: two clock reads, a bisect and three additions to slotted
-cells bound once per route (no label lookup, no allocation but the float of the duration). The cells are
-written to the process's file every `FLUSH_SECONDS` and before a scrape or a stop, so a scrape sees the
-other workers' requests of the last fraction of a second a little late, never lost or twice.
+The hot path pays for a handler wrapper only: two clock reads and two appends to lists bound once per
+route (`RouteSeries`: no label lookup, no bucketing, no allocation but the float of the duration). Every
+`FLUSH_SECONDS`, and before a scrape or a stop, the lists are folded into the route's cells in C (sort,
+bisect, Counter) and the cells written to the process's file, so a scrape sees the other workers' requests
+of the last fraction of a second a little late, never lost or twice. Folding runs first and cannot fail,
+so the lists stay bounded even when a write does (a full disk).
 
 The Node proxy's three series come first, in its own text (integer milliseconds, `unleash_proxy_up` a
 counter without `_total`), as before; with ENABLE_PROMETHEUS=false they are all that is served.
@@ -20,10 +22,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import math
 import os
 import secrets
 import time
-from bisect import bisect_left
+from bisect import bisect_right
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
@@ -115,83 +119,104 @@ class SeriesFile:
 Handler = Callable[..., Awaitable[Any]]
 
 
+class RouteSeries:
+    """One route label's requests: what the hot path appends (a duration and a status a request), folded
+    into the route's cells at each flush. Appending is the least a request can pay: bucketing, counting
+    by status and summing run once a flush, in C (sort, bisect, Counter, fsum) over the whole batch."""
+
+    __slots__ = ("_buckets", "_by_status", "_counters", "_sum", "durations", "name", "statuses")
+
+    def __init__(self, name: str, counters: SeriesFile, histograms: SeriesFile) -> None:
+        self.name = name
+        self.durations: list[float] = []
+        self.statuses: list[int] = []
+        self._counters = counters
+        self._by_status: dict[int, Cell] = {}
+        labels = {"route": name}
+        bucket = DURATION[0] + "_bucket"
+        self._buckets = [
+            histograms.cell(DURATION, bucket, {**labels, "le": floatToGoString(b)}) for b in DURATION_BUCKETS
+        ]
+        self._sum = histograms.cell(DURATION, DURATION[0] + "_sum", labels)
+
+    def fold(self) -> None:
+        """Count what was appended since the last fold into the cells (the files are written after)."""
+        durations, statuses = self.durations, self.statuses
+        if not durations:
+            return
+        for status, n in Counter(statuses).items():
+            cell = self._by_status.get(status)
+            if cell is None:
+                labels = {"route": self.name, "status": str(status)}
+                cell = self._by_status[status] = self._counters.cell(REQUESTS, REQUESTS[0] + "_total", labels)
+            cell.value += n
+        durations.sort()
+        below = 0
+        for bound, cell in zip(DURATION_BUCKETS, self._buckets, strict=True):
+            upto = bisect_right(durations, bound)  # le: a duration equal to the bound is in its bucket
+            if upto != below:
+                cell.value += upto - below
+                below = upto
+        self._sum.value += math.fsum(durations)
+        durations.clear()
+        statuses.clear()
+
+
 class RequestMetrics:
     """A worker's series: requests, durations and per-flag usage; the scrape of the whole instance."""
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, logger: Any = None) -> None:
         self.enabled = enabled
+        self.logger = logger
         self.counters = SeriesFile("counter")
         self.histograms = SeriesFile("histogram")
         self.directory: str | None = None
         self.flushing: asyncio.Task[None] | None = None
+        self._routes: dict[str, RouteSeries] = {}
         self._usage: dict[tuple[str, bool], Cell] = {}
         self._known: tuple[Any, frozenset[str]] = (None, frozenset())
 
     # ---- the hot path ---------------------------------------------------------------------------------
+
+    def _series(self, name: str) -> RouteSeries:
+        found = self._routes.get(name)
+        if found is None:
+            found = self._routes[name] = RouteSeries(name, self.counters, self.histograms)
+        return found
 
     def observe(self, route: str, handler: Handler, label: Callable[[Any], str] | None = None) -> Any:
         """`handler`, counted under `route` (or under `label(request)` when given: the fallback tells
         preflights from unknown paths). Disabled: `handler` itself, nothing added to a request."""
         if not self.enabled:
             return handler
-        Cells = tuple[str, dict[int, Cell], list[Cell], Cell]  # route, requests by status, buckets, sum
-        by_label: dict[str, Cells] = {}
-
-        def cells_for(name: str) -> Cells:
-            found = by_label.get(name)
-            if found is None:
-                labels = {"route": name}
-                bucket = DURATION[0] + "_bucket"
-                buckets = [
-                    self.histograms.cell(DURATION, bucket, {**labels, "le": floatToGoString(b)})
-                    for b in DURATION_BUCKETS
-                ]
-                total = self.histograms.cell(DURATION, DURATION[0] + "_sum", labels)
-                found = by_label[name] = (name, {}, buckets, total)
-            return found
-
-        def status_cell(name: str, statuses: dict[int, Cell], status: int) -> Cell:
-            labels = {"route": name, "status": str(status)}
-            cell = statuses[status] = self.counters.cell(REQUESTS, REQUESTS[0] + "_total", labels)
-            return cell
-
         clock = time.perf_counter
-        bounds = DURATION_BUCKETS
-        fixed = cells_for(route) if label is None else None
 
-        def count(request: Any, response: Any, elapsed: float) -> None:
-            name, statuses, buckets, total = fixed or cells_for(label(request))  # type: ignore[misc]
-            status = response.status
-            cell = statuses.get(status) or status_cell(name, statuses, status)
-            cell.value += 1
-            buckets[bisect_left(bounds, elapsed)].value += 1
-            total.value += elapsed
-
-        if fixed is not None and len(inspect.signature(handler).parameters) == 1:
-            # The request alone, under a fixed route (every toggle route): the counting inlined, no
-            # *args/**kwargs to pack and no second call on the hot path.
-            name, statuses, buckets, total = fixed
+        if label is None and len(inspect.signature(handler).parameters) == 1:
+            # The request alone, under a fixed route (every toggle route): two clock reads and two appends
+            # to lists bound here, no lookup, no *args/**kwargs to pack.
+            series = self._series(route)
+            durations, statuses = series.durations.append, series.statuses.append
 
             async def observed(request: Any) -> Any:
                 started = clock()
                 response = await handler(request)
-                elapsed = clock() - started
-                status = response.status
-                cell = statuses.get(status)
-                if cell is None:
-                    cell = status_cell(name, statuses, status)
-                cell.value += 1
-                buckets[bisect_left(bounds, elapsed)].value += 1
-                total.value += elapsed
+                durations(clock() - started)
+                statuses(response.status)
                 return response
 
             return observed
+
+        fixed = self._series(route) if label is None else None
+        series_for = self._series
 
         async def observed_with_arguments(request: Any, *args: Any, **kwargs: Any) -> Any:
             # Error handlers get the exception; routes with <parameters> get them as keywords.
             started = clock()
             response = await handler(request, *args, **kwargs)
-            count(request, response, clock() - started)
+            elapsed = clock() - started
+            series = fixed or series_for(label(request))  # type: ignore[misc]
+            series.durations.append(elapsed)
+            series.statuses.append(response.status)
             return response
 
         return observed_with_arguments
@@ -233,9 +258,15 @@ class RequestMetrics:
     async def _flush_every(self) -> None:
         while True:
             await asyncio.sleep(FLUSH_SECONDS)
-            self.flush()
+            try:
+                self.flush()
+            except Exception as exc:  # a full disk: the counts stay in the cells, the next flush retries
+                if self.logger is not None:
+                    self.logger.error(f"Writing the Prometheus series failed: {exc!r}")
 
     def flush(self) -> None:
+        for series in self._routes.values():
+            series.fold()
         self.counters.flush()
         self.histograms.flush()
 
