@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -14,6 +15,14 @@ from flagproxy.server.storage import features as feature_rows
 from flagproxy.server.storage import projects as project_rows
 from flagproxy.server.storage import revision
 from flagproxy.server.storage.database import Row, Tx
+
+_SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
+
+
+def is_digest(named: str) -> bool:
+    """Whether a path names a secret by its SHA-256 (64 hex digits): the console names tokens and invite
+    links so, so that its pages never hold the secret itself."""
+    return _SHA256_HEX.fullmatch(named) is not None
 
 
 def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> HTTPResponse:

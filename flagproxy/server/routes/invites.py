@@ -7,7 +7,6 @@ listings show everything but it. Signing up needs no API key: the secret in the 
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,13 +20,12 @@ from flagproxy.server.errors import NameExists, NotFound, ValidationFailed
 from flagproxy.server.identity import passwords
 from flagproxy.server.identity.bodies import CreateInviteBody, SignupBody, UpdateInviteBody
 from flagproxy.server.identity.permissions import VIEWER_ROLE
-from flagproxy.server.routes.common import created, empty, json_response, transaction
+from flagproxy.server.routes.common import created, empty, is_digest, json_response, transaction
 from flagproxy.server.storage import events, people
 from flagproxy.server.storage.database import Row, Tx
 from flagproxy.server.validation import as_validation_failed, json_body, nul_location, require_json
 
 bp = Blueprint("invites", url_prefix="/api/admin/invite-link/tokens")
-_DIGEST = re.compile(r"[0-9a-fA-F]{64}")
 signup = Blueprint("signup", url_prefix="/invite")
 
 MAX_LIFETIME = timedelta(days=31)  # as Unleash: an invite link lasts at most a month
@@ -102,7 +100,7 @@ async def update_invite(request: Request, secret: str, body: UpdateInviteBody) -
     caller = request.ctx.caller
     with transaction(request) as tx:
         found = people.invite(tx, secret)
-        if found is None and _DIGEST.fullmatch(secret):
+        if found is None and is_digest(secret):
             found = people.invite_by_hash(tx, secret)  # the console names a link by its secret's digest
         if found is None:
             raise NotFound("No invite link with that secret")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from urllib.parse import unquote
 
 from sanic import Blueprint, HTTPResponse, Request
@@ -10,7 +9,7 @@ from sanic_ext import openapi
 
 from flagproxy.server.clock import now_iso, to_iso
 from flagproxy.server.errors import NotFound, ValidationFailed
-from flagproxy.server.routes.common import created, empty, json_response, transaction
+from flagproxy.server.routes.common import created, empty, is_digest, json_response, transaction
 from flagproxy.server.schemas import CreateTokenBody
 from flagproxy.server.storage import events
 from flagproxy.server.storage import projects as project_rows
@@ -19,7 +18,6 @@ from flagproxy.server.tokens import ALL_PROJECTS, ApiToken, new_secret
 from flagproxy.server.validation import json_body
 
 bp = Blueprint("api_tokens", url_prefix="/api/admin/api-tokens")
-_DIGEST = re.compile(r"[0-9a-fA-F]{64}")
 
 
 @bp.get("")
@@ -82,7 +80,7 @@ async def delete_token(request: Request, secret: str) -> HTTPResponse:
     named = unquote(secret)
     with transaction(request) as tx:
         token = token_rows.find(tx, named)
-        if token is None and _DIGEST.fullmatch(named):
+        if token is None and is_digest(named):
             # The console names a token by its digest, so its pages never hold the secret.
             token = token_rows.find_by_hash(tx, named)
         if token is None or not token_rows.delete(tx, token.secret):
