@@ -26,7 +26,6 @@ import http.client
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.load import scenarios
+from benchmarks.load.processes import fetch, free_port
 from flagproxy.proxy import prometheus
 from flagproxy.sync.spool import HANDOFF_SECONDS
 
@@ -75,19 +75,11 @@ class Counted:
         return (self.request_instructions - by_clock) / self.requests
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _wait_http(port: int, path: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            connection.request("GET", path)
-            if connection.getresponse().status == 200:
+            if fetch(port, "GET", path).status == 200:
                 return
         except OSError:
             pass
@@ -136,7 +128,7 @@ def _dump(pid: int, work: Path, prefix: str) -> int:
 
 
 def measure(label: str, upstream_port: int, args: argparse.Namespace, work: Path, **extra: str) -> Counted:
-    port = _free_port()
+    port = free_port()
     prefix = str(work / f"callgrind.{label}")
     env = {
         **os.environ,
@@ -200,7 +192,7 @@ def main() -> None:
         if shutil.which(tool) is None:
             sys.exit(f"{tool} is not installed (Debian package valgrind)")
     work = Path(tempfile.mkdtemp(prefix="flagproxy-prometheus-cost-"))
-    upstream_port = _free_port()
+    upstream_port = free_port()
     upstream = subprocess.Popen(
         [
             sys.executable,
