@@ -43,7 +43,7 @@ def _published(flags: int, folder: str) -> tuple[str, str]:
 
 def _write_published(flags: int, document: str, image: str) -> None:
     from benchmarks.datasets import snapshot_payload
-    from flagproxy.proxy.store import compile_image
+    from flagproxy.instance.store import compile_image
 
     payload = snapshot_payload(flags)
     with open(document, "wb") as file:
@@ -69,7 +69,7 @@ def main(argv: list[str]) -> int:
         return 0
     rows = [("interpreter", rss_mib(), sys.getallocatedblocks())]
     import flagproxy.proxy.app  # noqa: F401 - what a worker imports
-    from flagproxy.proxy.store import SnapshotStore, return_free_memory
+    from flagproxy.instance.store import SnapshotStore, return_free_memory
 
     rows.append(("worker imports", rss_mib(), sys.getallocatedblocks()))
     if "aiohttp" in sys.modules:

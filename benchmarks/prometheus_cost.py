@@ -35,7 +35,7 @@ from pathlib import Path
 
 from benchmarks.load import scenarios
 from benchmarks.load.processes import fetch, free_port
-from flagproxy.proxy import prometheus
+from flagproxy.http import series as prometheus
 from flagproxy.sync.spool import HANDOFF_SECONDS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -46,7 +46,8 @@ REPO = Path(__file__).resolve().parent.parent
 # not multiplied by the slowdown.
 LAUNCH = """
 import sys
-from flagproxy.proxy import follower, prometheus
+from flagproxy.http import series as prometheus
+from flagproxy.instance import follower
 from flagproxy.cli import main
 dilation = float(sys.argv.pop(1))
 prometheus.FLUSH_SECONDS *= dilation

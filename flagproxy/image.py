@@ -13,7 +13,7 @@ Engine.__reduce__ in flagproxy/_eval.pyx), so a worker holds what it uses: bench
 figures. It also spares every worker the compile: N workers, one compile.
 
 An image is a pickle, and unpickling can run code, so it is read only from the instance's own folder (owned
-by this user, mode 0700: flagproxy/proxy/leader.py) and only through `_ImageUnpickler`, which resolves no
+by this user, mode 0700: flagproxy/instance/leader.py) and only through `_ImageUnpickler`, which resolves no
 name but the engine's own classes and the value types its tables hold. Custom strategies are not pickled:
 they travel by name and each worker resolves the name to the object it loaded from the same file; REGEX
 patterns travel as their source and flags and are compiled again. An image

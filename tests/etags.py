@@ -1,6 +1,6 @@
 """The Node proxy's ETags, kept as the proof that our bodies are the Node proxy's bytes.
 
-Our proxy's ETags are XXH3-128 (flagproxy/proxy/etag.py), but the ETags recorded from the Node proxy
+Our proxy's ETags are XXH3-128 (flagproxy/http/etag.py), but the ETags recorded from the Node proxy
 (proxy-transcripts.md, proxy-behaviour.md) are Express's: `W/"<length hex>-<first 27 chars of
 base64(sha1(body))>"`. Recomputing Express's ETag over the body we received and comparing it with the
 recorded one proves the body is byte for byte the Node proxy's; comparing our header with `weak_etag` of the
@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 
-from flagproxy.proxy.etag import weak_etag
+from flagproxy.http.etag import weak_etag
 
 
 def express_etag(body: bytes) -> str:

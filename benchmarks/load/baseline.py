@@ -20,7 +20,7 @@ from typing import Any
 from sanic import HTTPResponse, Request, Sanic
 from sanic.worker.loader import AppLoader
 
-from flagproxy.serving import serve
+from flagproxy.http.serving import serve
 
 HEALTH_PATH = "/baseline/health"
 

@@ -25,16 +25,16 @@ from flagproxy.edge.access import Gate, Refusal
 from flagproxy.edge.metrics import EdgeMetrics
 from flagproxy.edge.scopes import Scopes, ServedScope
 from flagproxy.edge.settings import OFFLINE, EdgeSettings
-from flagproxy.proxy import responses as r
+from flagproxy.http import responses as r
+from flagproxy.http.cors import CorsPolicy
+from flagproxy.http.errors import ClientError
+from flagproxy.http.etag import none_match
+from flagproxy.http.logger import make_logger
+from flagproxy.http.request import Request as FlagproxyRequest
+from flagproxy.http.series import RequestMetrics, preflight_or_fallback
+from flagproxy.http.serving import guard_worker_signals
+from flagproxy.http.trust import client_address
 from flagproxy.proxy.app import _check_content_type, _parse_json
-from flagproxy.proxy.cors import CorsPolicy
-from flagproxy.proxy.errors import ClientError
-from flagproxy.proxy.etag import none_match
-from flagproxy.proxy.logger import make_logger
-from flagproxy.proxy.prometheus import RequestMetrics, preflight_or_fallback
-from flagproxy.proxy.trust import client_address
-from flagproxy.request_class import Request as FlagproxyRequest
-from flagproxy.serving import guard_worker_signals
 
 BODY_LIMIT = 256 * 1024  # a downstream edge's metrics batch is under 95 kB; SDK bodies far smaller
 HEADER_LIMIT = 16384
@@ -65,7 +65,7 @@ class EdgeApp:
         self.connect_via = {"appName": s.app_name, "instanceId": s.instance_id}  # added to registrations
         self.tasks: list[asyncio.Task[Any]] = []
         # Requests by route and status and their durations, as `flagproxy proxy` counts them
-        # (flagproxy/proxy/prometheus.py), served with the other series at /internal-backstage/metrics.
+        # (flagproxy/http/series.py), served with the other series at /internal-backstage/metrics.
         self.request_metrics = RequestMetrics(enabled=True, logger=self.logger)
         self.series_directory: str | None = None
 

@@ -16,7 +16,7 @@ import orjson
 from sanic import HTTPResponse, Request
 
 from flagproxy.edge.scopes import scope_name
-from flagproxy.proxy import responses as r
+from flagproxy.http import responses as r
 
 Handler = Callable[[Request], Awaitable[HTTPResponse]]
 STARTED = time.time()

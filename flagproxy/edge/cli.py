@@ -91,7 +91,7 @@ async def _check_start_tokens(settings: EdgeSettings) -> str | None:
     from flagproxy.edge.sync import upstream_client
     from flagproxy.edge.tokens import CLIENT, masked, token_key
     from flagproxy.edge.validation import TokenValidator, UpstreamUnavailable
-    from flagproxy.proxy.logger import make_logger
+    from flagproxy.http.logger import make_logger
 
     if not settings.tokens:
         return None
@@ -115,7 +115,7 @@ async def _check_start_tokens(settings: EdgeSettings) -> str | None:
 
 def _serve_offline(settings: EdgeSettings) -> int:
     from flagproxy.edge.offline import BootstrapError, OfflineSource
-    from flagproxy.proxy.logger import make_logger
+    from flagproxy.http.logger import make_logger
 
     source = OfflineSource(settings, make_logger(None, settings.log_level, False))
     try:
@@ -128,8 +128,8 @@ def _serve_offline(settings: EdgeSettings) -> int:
 
 def _serve(settings: EdgeSettings, source: Any) -> int:
     from flagproxy.edge.app import create_app
-    from flagproxy.serving import StoppingHttpProtocol
-    from flagproxy.serving import serve as run_workers
+    from flagproxy.http.serving import StoppingHttpProtocol
+    from flagproxy.http.serving import serve as run_workers
 
     app = create_app(settings, source)
     app.ctx.edge.logger.info(

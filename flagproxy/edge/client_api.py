@@ -19,9 +19,9 @@ from flagproxy.edge.app import EdgeApp, read_json
 from flagproxy.edge.metrics import check_bulk
 from flagproxy.edge.tokens import CLIENT
 from flagproxy.edge.validation import UpstreamUnavailable
-from flagproxy.proxy.errors import ClientError
-from flagproxy.proxy.schemas import check_metrics, check_register
-from flagproxy.serving import answer_can_arrive
+from flagproxy.http.bodies import check_metrics, check_register
+from flagproxy.http.errors import ClientError
+from flagproxy.http.serving import answer_can_arrive
 
 Handler = Callable[..., Awaitable[HTTPResponse]]
 MAX_VALIDATE = 1000  # tokens in one /edge/validate request

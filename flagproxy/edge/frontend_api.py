@@ -18,10 +18,10 @@ from sanic import HTTPResponse, Request
 from flagproxy.edge import client_api
 from flagproxy.edge.app import EdgeApp
 from flagproxy.edge.tokens import FRONTEND
+from flagproxy.http.context import body_context, query_context
+from flagproxy.http.errors import ClientError, type_error
+from flagproxy.http.etag import weak_etag
 from flagproxy.proxy.app import _check_content_type, _parse_json
-from flagproxy.proxy.context import body_context, query_context
-from flagproxy.proxy.errors import ClientError, type_error
-from flagproxy.proxy.etag import weak_etag
 
 Handler = Callable[..., Awaitable[HTTPResponse]]
 

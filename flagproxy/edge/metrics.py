@@ -45,7 +45,7 @@ class EdgeMetrics:
         return bool(self.counts or self.applications)
 
     def add_bucket(self, environment: str, app_name: str, toggles: Mapping[str, Mapping[str, Any]]) -> None:
-        """A client bucket's `toggles` (checked by flagproxy/proxy/schemas.py: counts are ints >= 0)."""
+        """A client bucket's `toggles` (checked by flagproxy/http/bodies.py: counts are ints >= 0)."""
         now = iso_now()
         for name, counts in toggles.items():
             self.add(
@@ -235,7 +235,7 @@ class BulkSender:
 def check_bulk(body: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """A `/api/client/metrics/bulk` body: {applications: [...], metrics: [{featureName, appName,
     environment, timestamp, yes, no, variants}]}; ClientError (400) naming the first thing wrong."""
-    from flagproxy.proxy.errors import ClientError
+    from flagproxy.http.errors import ClientError
 
     def bad(path: str, what: str) -> ClientError:
         return ClientError(400, {"error": f"{path}: {what}"})

@@ -4,7 +4,7 @@ A *feed* is what one client token from `--tokens` (or, with `--dynamic`, a token
 reads upstream: the features of its environment and projects, polled with one conditional request per
 interval (flagproxy/sync/poller.py, flagproxy/sync/upstream.py). A *served scope* is what a class of
 requests sees: the feed's document cut down to a token's projects and compiled into its own snapshot
-store (flagproxy/proxy/store.py), so evaluating never filters per request and a token never sees another
+store (flagproxy/instance/store.py), so evaluating never filters per request and a token never sees another
 environment's flags or another project's. Served scopes are made the first time a token needs one and
 are recompiled whenever their feed changes.
 """
@@ -20,9 +20,9 @@ from typing import Any
 import orjson
 
 from flagproxy.edge.tokens import ALL_PROJECTS, EdgeToken
-from flagproxy.proxy.etag import weak_etag
-from flagproxy.proxy.response_cache import ResponseCache
-from flagproxy.proxy.store import ServedSnapshot, SnapshotStore
+from flagproxy.http.etag import weak_etag
+from flagproxy.http.response_cache import ResponseCache
+from flagproxy.instance.store import ServedSnapshot, SnapshotStore
 from flagproxy.sync.backup import FileStorageProvider
 
 Scope = tuple[str, tuple[str, ...]]  # (environment, sorted projects or ("*",))

@@ -3,7 +3,7 @@
 A flag wins over its environment variable, which wins over the default. Every value is checked here, at
 start: a bad one raises ConfigError, whose text is the one line `flagproxy edge` prints before exiting 2.
 The CORS, trust-proxy and base-path values are read with the proxy's own parsers and land in attributes
-of the proxy's names, so flagproxy/proxy/cors.py and trust.py serve both commands unchanged.
+of the proxy's names, so flagproxy/http/cors.py and trust.py serve both commands unchanged.
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ class EdgeSettings:
     client_tokens: tuple[EdgeToken, ...] = ()
     frontend_tokens: tuple[EdgeToken, ...] = ()
     reload_interval: int = 0
-    # CORS, in the attribute names flagproxy/proxy/cors.py reads.
+    # CORS, in the attribute names flagproxy/http/cors.py reads.
     cors_origin: str | tuple[str, ...] = "*"
     cors_allowed_headers: str | None = None
     cors_max_age: int = 172800

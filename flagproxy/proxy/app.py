@@ -23,28 +23,28 @@ import orjson
 from sanic import HTTPResponse, Request, Sanic
 from sanic.exceptions import BadRequest, MethodNotAllowed, NotFound, PayloadTooLarge
 
-from flagproxy.proxy import responses as r
+from flagproxy.http import responses as r
+from flagproxy.http.bodies import check_metrics, check_register
+from flagproxy.http.context import body_context, parse_toggles, query_context
+from flagproxy.http.cors import CorsPolicy
+from flagproxy.http.errors import ClientError, parse_error, type_error
+from flagproxy.http.etag import none_match, weak_etag
+from flagproxy.http.logger import make_logger
+from flagproxy.http.request import Request as FlagproxyRequest
+from flagproxy.http.response_cache import ResponseCache
+from flagproxy.http.series import CONTENT_TYPE as PROMETHEUS_TYPE
+from flagproxy.http.series import RequestMetrics, preflight_or_fallback
+from flagproxy.http.serving import answer_can_arrive, guard_worker_signals
+from flagproxy.http.trust import client_address
+from flagproxy.instance.follower import Follower
+from flagproxy.instance.leader import Instance, build_sync, stop_sync
+from flagproxy.instance.store import ServedSnapshot, SnapshotStore
 from flagproxy.proxy.auth import KeyRing
-from flagproxy.proxy.context import body_context, parse_toggles, query_context
-from flagproxy.proxy.cors import CorsPolicy
 from flagproxy.proxy.docs_page import build_docs_page
 from flagproxy.proxy.enrichers import EnricherError, enrich
-from flagproxy.proxy.errors import ClientError, parse_error, type_error
-from flagproxy.proxy.etag import none_match, weak_etag
-from flagproxy.proxy.follower import Follower
-from flagproxy.proxy.leader import Instance, build_sync, stop_sync
-from flagproxy.proxy.logger import make_logger
 from flagproxy.proxy.openapi import build_openapi
-from flagproxy.proxy.prometheus import CONTENT_TYPE as PROMETHEUS_TYPE
-from flagproxy.proxy.prometheus import RequestMetrics, preflight_or_fallback
-from flagproxy.proxy.response_cache import ResponseCache
-from flagproxy.proxy.schemas import check_metrics, check_register
 from flagproxy.proxy.settings import ProxySettings
 from flagproxy.proxy.status_page import page_body, status_document
-from flagproxy.proxy.store import ServedSnapshot, SnapshotStore
-from flagproxy.proxy.trust import client_address
-from flagproxy.request_class import Request as FlagproxyRequest
-from flagproxy.serving import answer_can_arrive, guard_worker_signals
 from flagproxy.sync.usage import MetricsCollector
 
 BODY_LIMIT = 102400  # bytes, the Node proxy's (body-parser's) 100 kB
@@ -125,7 +125,7 @@ class _ProxyApp:
             ResponseCache(cache_bytes) if cache_bytes and not s.exp_custom_enrichers else None
         )
         self._answer = self._make_answer()
-        # Requests by route and status, durations (flagproxy/proxy/prometheus.py): each handler wrapped once.
+        # Requests by route and status, durations (flagproxy/http/series.py): each handler wrapped once.
         self.metrics = RequestMetrics(s.enable_prometheus, self.logger)
         self._add_routes()
         fallback = self.metrics.observe("fallback", self._fallback, label=preflight_or_fallback)

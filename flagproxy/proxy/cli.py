@@ -114,10 +114,10 @@ def _worker_app(options: dict[str, Any], instance_directory: str, parent_pid: in
 def serve(settings: ProxySettings, options: dict[str, Any], workers: int) -> int:
     from sanic.worker.loader import AppLoader
 
-    from flagproxy.proxy.leader import Instance, InstanceFolderError, LeaderThread, instance_directory
-    from flagproxy.proxy.logger import make_logger
-    from flagproxy.serving import StoppingHttpProtocol, defer_stop_signals
-    from flagproxy.serving import serve as run_workers
+    from flagproxy.http.logger import make_logger
+    from flagproxy.http.serving import StoppingHttpProtocol, defer_stop_signals
+    from flagproxy.http.serving import serve as run_workers
+    from flagproxy.instance.leader import Instance, InstanceFolderError, LeaderThread, instance_directory
 
     logger = make_logger(settings.logger, settings.log_level, settings.use_json_logger)
     for warning in settings.warnings:

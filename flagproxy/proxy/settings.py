@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
+from flagproxy.http.logger import LOG_LEVELS
 
 
 class ConfigError(ValueError):

@@ -11,7 +11,8 @@ from sanic.config import Config
 from sanic_ext import Extend
 
 from flagproxy import __version__
-from flagproxy.request_class import Request
+from flagproxy.http.request import Request
+from flagproxy.http.serving import guard_worker_signals
 from flagproxy.server.auth import authenticate
 from flagproxy.server.client_features import PayloadCache
 from flagproxy.server.console import blueprints as console_blueprints
@@ -24,7 +25,6 @@ from flagproxy.server.routes import blueprints
 from flagproxy.server.settings import ServerSettings
 from flagproxy.server.startup import open_and_prepare
 from flagproxy.server.storage.database import Database
-from flagproxy.serving import guard_worker_signals
 
 LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING, "error": logging.ERROR}
 

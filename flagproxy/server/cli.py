@@ -9,12 +9,12 @@ from functools import partial
 
 from sanic.worker.loader import AppLoader
 
+from flagproxy.http.serving import StoppingHttpProtocol
+from flagproxy.http.serving import serve as run_workers
 from flagproxy.server import redaction
 from flagproxy.server.app import LOG_LEVELS, create_app
 from flagproxy.server.settings import ServerSettings, SettingsError
 from flagproxy.server.startup import open_and_prepare
-from flagproxy.serving import StoppingHttpProtocol
-from flagproxy.serving import serve as run_workers
 
 
 def configure_logging(level_name: str) -> None:

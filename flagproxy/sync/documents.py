@@ -1,5 +1,5 @@
 """What counts as a features document, in one place: the fetch (upstream.py), the store that compiles it
-(flagproxy/proxy/store.py) and edge's offline files all ask this, and it imports nothing heavy, so a worker
+(flagproxy/instance/store.py) and edge's offline files all ask this, and it imports nothing heavy, so a worker
 that only installs documents does not load the HTTP client for it."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """One proxy instance's sync: backup → bootstrap → poll, register once, send metrics; stop cleanly.
 
-One per instance, whatever the number of workers (flagproxy/proxy/leader.py runs it): `install` publishes
+One per instance, whatever the number of workers (flagproxy/instance/leader.py runs it): `install` publishes
 each document for the workers, `gather_usage` brings in the counts the workers handed over.
 
 Start-up order: the backup (if it holds at least one feature) and the bootstrap document make the proxy
@@ -83,7 +83,7 @@ class SyncService:
             gather=gather_usage,
             on_sent=observer.metrics_sent if observer is not None else None,
         )
-        self.observer = observer  # the Prometheus series of the sync (flagproxy/proxy/prometheus.py)
+        self.observer = observer  # the Prometheus series of the sync (flagproxy/http/series.py)
         self.started = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
         self.from_upstream = False
         self.registered: asyncio.Task[Any] | None = None

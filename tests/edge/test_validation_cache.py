@@ -11,7 +11,7 @@ import orjson
 from flagproxy.edge import validation
 from flagproxy.edge.tokens import RESTORED, VALIDATED, token_key
 from flagproxy.edge.validation import TokenValidator, UpstreamUnavailable
-from flagproxy.proxy.logger import make_logger
+from flagproxy.http.logger import make_logger
 
 VALID = "*:development.valid-secret"
 

@@ -274,7 +274,7 @@ def test_workers_and_json_logs(launch, upstream):
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_stop_signal_while_workers_start_stops_the_proxy_cleanly(launch, upstream, signum):
     # Sanic's manager alone would wait 30 s for startup acknowledgements that never come, then kill its
-    # workers (flagproxy/serving.py); `docker stop` right after a start must not take that long.
+    # workers (flagproxy/http/serving.py); `docker stop` right after a start must not take that long.
     process = launch(
         {
             "SERVICE_URL": upstream.url,
@@ -385,7 +385,7 @@ def test_a_process_configured_by_environment_alone_honours_every_kind_of_option(
 
 def test_each_worker_listens_on_its_own_socket_and_connections_spread_over_them(launch, upstream):
     # Sanic's one shared socket let one worker take most of a burst of keep-alive connections (38 of 50);
-    # flagproxy/serving.py gives each worker its own SO_REUSEPORT socket, so the kernel spreads them.
+    # flagproxy/http/serving.py gives each worker its own SO_REUSEPORT socket, so the kernel spreads them.
     process = launch(
         {
             "SERVICE_URL": upstream.url,

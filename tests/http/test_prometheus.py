@@ -1,4 +1,4 @@
-"""The Prometheus series of `flagproxy proxy` (flagproxy/proxy/prometheus.py, docs/proxy.md), read back with
+"""The Prometheus series of `flagproxy proxy` (flagproxy/http/series.py, docs/proxy.md), read back with
 prometheus_client's own text parser from real processes on loopback: N workers add up to one instance,
 a killed worker's counts stay in the sums, a new instance starts from zero, ENABLE_PROMETHEUS=false
 leaves the Node proxy's three series alone."""

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
+from flagproxy.http.etag import weak_etag
 from flagproxy.proxy import create_app
-from flagproxy.proxy.etag import weak_etag
 from flagproxy.sync.backup import FileStorageProvider
 from tests.etags import assert_node_body
 from tests.http.loopback import KEY, RunningProxy

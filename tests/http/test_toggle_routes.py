@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from flagproxy.proxy.etag import weak_etag
+from flagproxy.http.etag import weak_etag
 from tests.etags import assert_node_body
 from tests.http.loopback import KEY
 

@@ -1,5 +1,5 @@
 """`flagproxy proxy --workers N` behaves as one instance: one sync, one revision on every worker, one metrics
-stream, replaced workers, clean stops (flagproxy/proxy/leader.py, follower.py; flagproxy/serving.py).
+stream, replaced workers, clean stops (flagproxy/instance/leader.py, follower.py; flagproxy/http/serving.py).
 
 Real processes, each in a process group of its own, against the loopback upstream, which records every
 request it receives. Which worker answered a connection is read from /proc, so the proxy runs exactly as
@@ -372,8 +372,8 @@ def test_usage_posted_on_keep_alive_connections_across_a_stop_arrives_once(launc
     answered for arrives upstream, once, over several stops. Found while proving the metrics route's
     `answer_can_arrive`: Sanic's stop leaves a busy connection open and serves it for as long as its
     client keeps sending, up to its 15 s graceful timeout; about one stop in eight here hung like that and
-    lost the counts answered meanwhile (flagproxy/serving.py StoppingHttpProtocol closes such a connection
-    between two requests)."""
+    lost the counts answered meanwhile (flagproxy/http/serving.py StoppingHttpProtocol closes such a
+    connection between two requests)."""
     bucket = {"start": "2026-01-01T00:00:00Z", "stop": "2026-01-01T00:00:01Z",
               "toggles": {"default-on": {"yes": 1, "no": 0}}}  # fmt: skip
     body = json.dumps({"appName": "stop-race", "instanceId": "i", "bucket": bucket})

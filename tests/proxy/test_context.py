@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from flagproxy.proxy.context import body_context, normalise_time, parse_toggles, query_context
-from flagproxy.proxy.errors import ClientError
+from flagproxy.http.context import body_context, normalise_time, parse_toggles, query_context
+from flagproxy.http.errors import ClientError
 
 
 def test_query_context_sorts_fields_into_root_and_properties():

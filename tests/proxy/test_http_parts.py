@@ -14,14 +14,14 @@ import sys
 import pytest
 import xxhash
 
+from flagproxy.http.cors import CorsPolicy
+from flagproxy.http.etag import none_match, weak_etag
+from flagproxy.http.logger import LoggerAdapter, SimpleLogger, make_logger
+from flagproxy.http.trust import client_address
 from flagproxy.proxy.auth import KeyRing
-from flagproxy.proxy.cors import CorsPolicy
 from flagproxy.proxy.enrichers import EnricherError, EnricherFileError, enrich, load_enrichers_file
-from flagproxy.proxy.etag import none_match, weak_etag
-from flagproxy.proxy.logger import LoggerAdapter, SimpleLogger, make_logger
 from flagproxy.proxy.openapi import build_openapi
 from flagproxy.proxy.settings import ProxySettings, TrustProxy
-from flagproxy.proxy.trust import client_address
 from tests.etags import express_etag
 
 
@@ -77,7 +77,7 @@ def test_weak_etag_is_deterministic_and_tells_bodies_apart():
 
 
 def test_weak_etag_is_the_same_in_another_process():
-    code = "from flagproxy.proxy.etag import weak_etag; print(weak_etag(b'ok'), weak_etag(bytes(range(256))))"
+    code = "from flagproxy.http.etag import weak_etag; print(weak_etag(b'ok'), weak_etag(bytes(range(256))))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == [weak_etag(b"ok"), weak_etag(bytes(range(256)))]
 

@@ -1,4 +1,4 @@
-"""How a worker's request series count (flagproxy/proxy/prometheus.py `RequestMetrics`, `RouteSeries`): the
+"""How a worker's request series count (flagproxy/http/series.py `RequestMetrics`, `RouteSeries`): the
 hot path only appends a duration and a status, and each flush folds them into the cells in a batch. Read
 back from the process's files the way a scrape reads them (`series_text`, prometheus_client's parser), the
 folded counts must be what counting each request at once would give: a duration equal to a bucket's bound
@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from flagproxy.proxy import prometheus
-from flagproxy.proxy.prometheus import DURATION_BUCKETS, RequestMetrics
+from flagproxy.http import series as prometheus
+from flagproxy.http.series import DURATION_BUCKETS, RequestMetrics
 
 
 class _Response:

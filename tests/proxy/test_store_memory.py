@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 
 from benchmarks.datasets import snapshot_payload
-from flagproxy.proxy.store import SnapshotStore
+from flagproxy.instance.store import SnapshotStore
 
 
 def test_a_replaced_snapshot_leaves_no_cyclic_garbage() -> None:

@@ -70,7 +70,7 @@ def test_edge_refuses_malformed_http_and_slowloris_and_keeps_its_answers(upstrea
 
 def test_a_control_byte_in_the_request_target_gets_a_400_from_edge_and_no_traceback(upstream_server):
     """Found by this campaign: edge's app lacked the request class the proxy and the server got for this
-    (flagproxy/request_class.py), so Sanic closed the connection without an answer and logged a traceback
+    (flagproxy/http/request.py), so Sanic closed the connection without an answer and logged a traceback
     per request."""
     process = edge(upstream_server.url, [DEV_CLIENT], "--log-level", "debug")
     try:

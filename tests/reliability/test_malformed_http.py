@@ -126,7 +126,7 @@ CONTROL_BYTE_TARGETS = [b"/pro\x00xy", b"/proxy?userId=\x01", b"/api/client/feat
 def test_a_control_byte_in_the_request_target_gets_a_400_and_no_traceback(launch, upstream, tmp_path):
     """Found by this campaign: Sanic built its stand-in error request from the same bad target, raised
     again, closed the connection without an answer and logged a traceback per request, in both apps
-    (fixed by flagproxy/request_class.py)."""
+    (fixed by flagproxy/http/request.py)."""
     proxy = launch(proxy_env(upstream, LOG_LEVEL="debug"), ["--workers", "2"])
     proxy.wait_ready()
     server = ServerProcess(

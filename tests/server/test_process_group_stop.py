@@ -1,6 +1,6 @@
 """`flagproxy server --workers 2` stopped by a signal to its whole process group, as systemd's default
 KillMode, dumb-init, `tini -g`, `timeout` and terminals send it, or to its main process alone (`kill <pid>`):
-in-flight requests finish, exit 0, no traceback (flagproxy/serving.py)."""
+in-flight requests finish, exit 0, no traceback (flagproxy/http/serving.py)."""
 
 from __future__ import annotations
 

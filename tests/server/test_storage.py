@@ -256,7 +256,8 @@ def test_several_workers_share_one_database(backend: str, backend_env: Fresh, tm
 
 
 def test_sigterm_while_workers_start_stops_the_server_cleanly(tmp_path: Path) -> None:
-    # Sanic's manager alone waits 30 s for startup acknowledgements that never come (flagproxy/serving.py).
+    # Sanic's manager alone waits 30 s for startup acknowledgements that never come
+    # (flagproxy/http/serving.py).
     log = tmp_path / "workers.log"
     command = [sys.executable, "-m", "flagproxy", "server", "--port", str(free_port()), "--workers", "2"]
     env = {**os.environ, **base_env(DATABASE_PATH=str(tmp_path / "flags.db"), LOG_LEVEL="info")}

@@ -9,9 +9,9 @@ import os
 import orjson
 import pytest
 
-from flagproxy.proxy.follower import Follower
-from flagproxy.proxy.leader import Instance, InstanceFolderError
-from flagproxy.proxy.store import SnapshotStore, compile_image
+from flagproxy.instance.follower import Follower
+from flagproxy.instance.leader import Instance, InstanceFolderError
+from flagproxy.instance.store import SnapshotStore, compile_image
 from flagproxy.sync.publication import Publication
 from flagproxy.sync.spool import UsageSpool
 from flagproxy.sync.usage import MetricsCollector

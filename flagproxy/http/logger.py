@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 import orjson
 
-from flagproxy.proxy.settings import LOG_LEVELS
+LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
 
 _RANK = {name: rank for rank, name in enumerate(LOG_LEVELS)}
 

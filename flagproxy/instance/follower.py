@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from flagproxy.proxy.store import ImageError, SnapshotStore, return_free_memory
+from flagproxy.instance.store import ImageError, SnapshotStore, return_free_memory
 from flagproxy.sync.publication import Publication
 from flagproxy.sync.spool import HANDOFF_SECONDS, UsageSpool
 from flagproxy.sync.usage import MetricsCollector

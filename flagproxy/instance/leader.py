@@ -5,12 +5,12 @@ One proxy instance has one `Instance` folder and one SyncService, whatever the n
 - `--workers N` (N > 1): the main process runs the sync in a `LeaderThread`, started by Sanic's
   `main_process_start` before any worker is spawned and stopped by `main_process_stop` after every worker
   has finished, so its last metrics POST carries every worker's last counts. Sanic's worker manager
-  restarts a worker that dies (flagproxy/serving.py); the main process outlives them all.
+  restarts a worker that dies (flagproxy/http/serving.py); the main process outlives them all.
 - `--workers 1` and create_app() in a program or a test: the same SyncService runs as a task on the app's
   own loop, beside the same Follower a worker runs (flagproxy/proxy/app.py).
 
 Either way the sync publishes each document into the folder (flagproxy/sync/publication.py) and reads the
-workers' usage counts from it (flagproxy/sync/spool.py); workers follow (flagproxy/proxy/follower.py).
+workers' usage counts from it (flagproxy/sync/spool.py); workers follow (flagproxy/instance/follower.py).
 """
 
 from __future__ import annotations
@@ -23,12 +23,14 @@ import shutil
 import stat
 import tempfile
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from flagproxy.proxy.settings import ProxySettings
 from flagproxy.sync.publication import Publication
 from flagproxy.sync.spool import SUFFIX as USAGE_SUFFIX
 from flagproxy.sync.spool import UsageSpool
+
+if TYPE_CHECKING:
+    from flagproxy.proxy.settings import ProxySettings
 
 
 class Instance:
@@ -48,7 +50,7 @@ class Instance:
         self.private = private  # no later instance will look here: removed whole
         self.publication = Publication(directory)
         self.spool = UsageSpool(directory)
-        # Every process's Prometheus samples (flagproxy/proxy/prometheus.py): emptied at start, so an
+        # Every process's Prometheus samples (flagproxy/http/series.py): emptied at start, so an
         # instance's counters start from zero.
         self.series_directory = os.path.join(directory, "prometheus")
 
@@ -122,8 +124,8 @@ def stop_sync(sync: Any, instance: Instance) -> Any:
 def build_sync(settings: ProxySettings, instance: Instance, logger: Any, log_warnings: bool = True) -> Any:
     """The SyncService of `settings`, publishing into `instance`. Imported late: a worker that does not
     sync never loads the HTTP client."""
-    from flagproxy.proxy.prometheus import SyncMetrics
-    from flagproxy.proxy.store import compile_image, return_free_memory
+    from flagproxy.http.series import SyncMetrics
+    from flagproxy.instance.store import compile_image, return_free_memory
     from flagproxy.sync.backup import FileStorageProvider
     from flagproxy.sync.service import SyncService
     from flagproxy.sync.upstream import UpstreamConfig

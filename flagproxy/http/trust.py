@@ -7,7 +7,10 @@ X-Forwarded-For entry remains, step one entry to the left; the address reached i
 
 from __future__ import annotations
 
-from flagproxy.proxy.settings import TrustProxy
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from flagproxy.proxy.settings import TrustProxy
 
 
 def client_address(socket_address: str, forwarded_for: str | None, trust: TrustProxy) -> str:

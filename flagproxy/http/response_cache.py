@@ -32,7 +32,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from flagproxy.proxy.store import CACHE_NEVER, CACHE_SNAPSHOT
+from flagproxy.instance.store import CACHE_NEVER, CACHE_SNAPSHOT
 
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024  # the RESPONSE_CACHE_MB option's default
 _SEEN_BITS = 1 << 20  # the doorkeeper's bitmap: 128 KiB

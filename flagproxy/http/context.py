@@ -18,7 +18,7 @@ import datetime as dt
 from typing import Any
 from urllib.parse import unquote_plus
 
-from flagproxy.proxy.errors import ClientError, type_error
+from flagproxy.http.errors import ClientError, type_error
 
 ROOT_FIELDS = frozenset(("appName", "environment", "userId", "sessionId", "remoteAddress", "currentTime"))
 

@@ -14,7 +14,7 @@ from email.utils import formatdate
 from sanic import HTTPResponse
 from sanic.compat import Header
 
-from flagproxy.proxy.etag import weak_etag
+from flagproxy.http.etag import weak_etag
 
 EncodedHeaders = tuple[tuple[bytes, bytes], ...]
 

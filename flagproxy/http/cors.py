@@ -7,7 +7,10 @@ default `*` origin the headers do not depend on the request, so they are built o
 
 from __future__ import annotations
 
-from flagproxy.proxy.settings import ProxySettings
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from flagproxy.proxy.settings import ProxySettings
 
 
 class CorsPolicy:

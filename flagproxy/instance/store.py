@@ -26,8 +26,8 @@ from typing import Any
 import orjson
 
 from flagproxy.evaluator import CACHE_NEVER, CACHE_SNAPSHOT
+from flagproxy.http.etag import weak_etag
 from flagproxy.image import ImageError, dump_image, load_image
-from flagproxy.proxy.etag import weak_etag
 from flagproxy.snapshot import compile_snapshot
 from flagproxy.sync.documents import is_features_document
 
@@ -110,7 +110,7 @@ _malloc_trim = _load_malloc_trim()
 
 def return_free_memory() -> None:
     """Give the C allocator's free pages back to the system once a snapshot is swapped in (and again
-    once the caller has dropped what it installed from: flagproxy/proxy/follower.py).
+    once the caller has dropped what it installed from: flagproxy/instance/follower.py).
 
     Compiling frees the payload and the previous snapshot; glibc keeps what was malloc'd for them (the
     large strings, lists and the engine's tables) unless asked. Without this a worker's RSS crept up with

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from flagproxy.proxy.errors import ClientError, type_error, validation_error
+from flagproxy.http.errors import ClientError, type_error, validation_error
 
 _METRICS = "#/components/schemas/registerMetricsSchema"
 _REGISTER = "#/components/schemas/registerClientSchema"
