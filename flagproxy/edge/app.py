@@ -22,16 +22,16 @@ from sanic import HTTPResponse, Request, Sanic
 from sanic.exceptions import BadRequest, MethodNotAllowed, NotFound, PayloadTooLarge
 
 from flagproxy.edge.access import Gate, Refusal
-from flagproxy.edge.metrics import EdgeMetrics
 from flagproxy.edge.scopes import Scopes, ServedScope
 from flagproxy.edge.settings import OFFLINE, EdgeSettings
+from flagproxy.edge.usage import EdgeUsage
 from flagproxy.http import responses as r
 from flagproxy.http.cors import CorsPolicy
 from flagproxy.http.errors import ClientError
 from flagproxy.http.etag import none_match
 from flagproxy.http.logger import make_logger
 from flagproxy.http.request import Request as FlagproxyRequest
-from flagproxy.http.series import RequestMetrics, preflight_or_fallback
+from flagproxy.http.series import RequestSeries, preflight_or_fallback
 from flagproxy.http.serving import guard_worker_signals
 from flagproxy.http.trust import client_address
 from flagproxy.proxy.app import _check_content_type, _parse_json
@@ -49,7 +49,7 @@ class EdgeApp:
         self.offline = settings.mode == OFFLINE
         self.logger = make_logger(None, s.log_level, False)
         self.scopes = Scopes(self.logger, None if self.offline else s.backup_folder)
-        self.metrics = EdgeMetrics()
+        self.usage = EdgeUsage()
         self.cors = CorsPolicy(s)  # type: ignore[arg-type]  # EdgeSettings has the cors_* attributes
         self.sync: Any = None
         self.offline_source = offline_source
@@ -58,7 +58,7 @@ class EdgeApp:
         else:
             from flagproxy.edge.sync import EdgeSync
 
-            self.sync = EdgeSync(s, self.scopes, self.metrics, self.logger)
+            self.sync = EdgeSync(s, self.scopes, self.usage, self.logger)
             self.validator = self.sync.validator
         self.gate = Gate(self)
         self.answer = self._make_answer()
@@ -66,7 +66,7 @@ class EdgeApp:
         self.tasks: list[asyncio.Task[Any]] = []
         # Requests by route and status and their durations, as `flagproxy proxy` counts them
         # (flagproxy/http/series.py), served with the other series at /internal-backstage/metrics.
-        self.request_metrics = RequestMetrics(enabled=True, logger=self.logger)
+        self.request_series = RequestSeries(enabled=True, logger=self.logger)
         self.series_directory: str | None = None
 
         # The request class of the other apps: a control byte in the request target gets its 400.
@@ -85,10 +85,10 @@ class EdgeApp:
         if s.allow_list or s.deny_list:
             app.register_middleware(self._address_check, "request")
         handlers: tuple[tuple[type[Exception], Any], ...] = (
-            (NotFound, self.request_metrics.observe("fallback", self._fallback, label=preflight_or_fallback)),
+            (NotFound, self.request_series.observe("fallback", self._fallback, label=preflight_or_fallback)),
             (
                 MethodNotAllowed,
-                self.request_metrics.observe("fallback", self._fallback, label=preflight_or_fallback),
+                self.request_series.observe("fallback", self._fallback, label=preflight_or_fallback),
             ),
             (PayloadTooLarge, self._too_large),
             (BadRequest, self._bad_http),
@@ -112,18 +112,18 @@ class EdgeApp:
             self._route(f"{root}", get, frontend_api.enabled_get(self))
             self._route(f"{root}", post, frontend_api.enabled_post(self))
             self._route(f"{root}/features/<name>", get + post, frontend_api.one_feature(self))
-            self._route(f"{root}/client/metrics", post, frontend_api.metrics(self))
+            self._route(f"{root}/client/metrics", post, frontend_api.usage(self))
             self._route(f"{root}/client/register", post, frontend_api.register(self))
             if not self.settings.disable_all_endpoint:
                 self._route(f"{root}/all", get, frontend_api.all_get(self))
                 self._route(f"{root}/all", post, frontend_api.all_post(self))
-                self._route(f"{root}/all/client/metrics", post, frontend_api.metrics(self))
+                self._route(f"{root}/all/client/metrics", post, frontend_api.usage(self))
                 self._route(f"{root}/all/client/register", post, frontend_api.register(self))
         client = f"{base}/api/client"
         self._route(f"{client}/features", get, client_api.features(self))
         self._route(f"{client}/features/<name>", get, client_api.feature(self))
-        self._route(f"{client}/metrics", post, client_api.metrics(self))
-        self._route(f"{client}/metrics/bulk", post, client_api.bulk_metrics(self))
+        self._route(f"{client}/metrics", post, client_api.usage(self))
+        self._route(f"{client}/metrics/bulk", post, client_api.bulk_usage(self))
         self._route(f"{client}/register", post, client_api.register(self))
         self._route(f"{base}/edge/validate", post, client_api.validate(self))
         backstage.add_routes(self, f"{base}/internal-backstage", get)
@@ -131,12 +131,12 @@ class EdgeApp:
     def _route(self, path: str, methods: list[str], handler: Handler) -> None:
         name = f"{'_'.join(methods)}{path}".replace("/", "_").replace("<", "").replace(">", "").lower()
         label = path.removeprefix(self.settings.base_path) or "/"  # a route template: bounded
-        observed = self.request_metrics.observe(label, handler)
+        observed = self.request_series.observe(label, handler)
         self.app.add_route(observed, path, methods=methods, name=name, strict_slashes=False)
 
     async def _start(self, app: Sanic) -> None:
         self.series_directory = tempfile.mkdtemp(prefix="flagproxy-edge-series-")  # one process: its own
-        self.request_metrics.start(self.series_directory)
+        self.request_series.start(self.series_directory)
         if self.sync is not None:
             await self.sync.start()
         if self.offline_source is not None:
@@ -150,7 +150,7 @@ class EdgeApp:
                 await task
         if self.sync is not None:
             await self.sync.stop()
-        await self.request_metrics.stop()
+        await self.request_series.stop()
         if self.series_directory is not None:
             shutil.rmtree(self.series_directory, ignore_errors=True)
 

@@ -78,7 +78,7 @@ def add_routes(edge: Any, root: str, methods: list[str]) -> None:
             "# TYPE edge_metrics_batches_sent_total counter",
             f"edge_metrics_batches_sent_total {sent}",
         ]
-        body = ("\n".join(lines) + "\n").encode() + edge.request_metrics.series_text()
+        body = ("\n".join(lines) + "\n").encode() + edge.request_series.series_text()
         return r.DatedResponse(body, headers=edge.headers(request), content_type="text/plain; version=0.0.4")
 
     for name, handler in (

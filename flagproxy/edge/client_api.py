@@ -16,8 +16,8 @@ import orjson
 from sanic import HTTPResponse, Request
 
 from flagproxy.edge.app import EdgeApp, read_json
-from flagproxy.edge.metrics import check_bulk
 from flagproxy.edge.tokens import CLIENT
+from flagproxy.edge.usage import check_bulk
 from flagproxy.edge.validation import UpstreamUnavailable
 from flagproxy.http.bodies import check_metrics, check_register
 from flagproxy.http.errors import ClientError
@@ -55,10 +55,10 @@ def feature(edge: EdgeApp) -> Handler:
     return client_feature
 
 
-def metrics(edge: EdgeApp, family: str = CLIENT) -> Handler:
+def usage(edge: EdgeApp, family: str = CLIENT) -> Handler:
     """`…/client/metrics` of either family: a client bucket, counted in the token's environment."""
 
-    async def post_metrics(request: Request) -> HTTPResponse:
+    async def post_usage(request: Request) -> HTTPResponse:
         served = await edge.served(request, family)
         if isinstance(served, HTTPResponse):
             return served
@@ -69,14 +69,14 @@ def metrics(edge: EdgeApp, family: str = CLIENT) -> Handler:
             return edge.client_error(request, error)
         if not answer_can_arrive(request):
             return edge.empty(request, 503)
-        edge.metrics.add_bucket(served.scope[0], body["appName"], toggles)
+        edge.usage.add_bucket(served.scope[0], body["appName"], toggles)
         return edge.empty(request, 202)
 
-    return post_metrics
+    return post_usage
 
 
-def bulk_metrics(edge: EdgeApp) -> Handler:
-    async def client_bulk_metrics(request: Request) -> HTTPResponse:
+def bulk_usage(edge: EdgeApp) -> Handler:
+    async def client_bulk_usage(request: Request) -> HTTPResponse:
         served = await edge.served(request, CLIENT)
         if isinstance(served, HTTPResponse):
             return served
@@ -88,9 +88,9 @@ def bulk_metrics(edge: EdgeApp) -> Handler:
             return edge.empty(request, 503)
         environment = served.scope[0]  # the token's, whatever an entry says
         for application in applications:
-            edge.metrics.register(environment, application, edge.connect_via)
+            edge.usage.register(environment, application, edge.connect_via)
         for entry in entries:
-            edge.metrics.add(
+            edge.usage.add(
                 environment,
                 entry["appName"],
                 entry["featureName"],
@@ -101,7 +101,7 @@ def bulk_metrics(edge: EdgeApp) -> Handler:
             )
         return edge.empty(request, 202)
 
-    return client_bulk_metrics
+    return client_bulk_usage
 
 
 def register(edge: EdgeApp, family: str = CLIENT) -> Handler:
@@ -118,7 +118,7 @@ def register(edge: EdgeApp, family: str = CLIENT) -> Handler:
             return edge.client_error(request, error)
         if not answer_can_arrive(request):
             return edge.empty(request, 503)
-        edge.metrics.register(served.scope[0], body, edge.connect_via)
+        edge.usage.register(served.scope[0], body, edge.connect_via)
         return edge.empty(request, 202)
 
     return post_register

@@ -4,7 +4,7 @@ The answers are the engine's bytes, as `flagproxy proxy` sends them: `{"toggles"
 variant, impressionData}]}`. A GET takes the context from the query string (qs syntax), a POST from the
 body (`{"context": {...}}` as the proxy client sends it, or the context object itself as Edge reads it).
 The token's environment is the context's environment unless the caller names one. Usage posted by the
-SDKs is counted in the token's environment (flagproxy/edge/metrics.py).
+SDKs is counted in the token's environment (flagproxy/edge/usage.py).
 """
 
 from __future__ import annotations
@@ -123,8 +123,8 @@ def one_feature(edge: EdgeApp) -> Handler:
     return feature
 
 
-def metrics(edge: EdgeApp) -> Handler:
-    return client_api.metrics(edge, FRONTEND)
+def usage(edge: EdgeApp) -> Handler:
+    return client_api.usage(edge, FRONTEND)
 
 
 def register(edge: EdgeApp) -> Handler:

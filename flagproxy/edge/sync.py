@@ -12,10 +12,10 @@ import asyncio
 import contextlib
 from typing import Any
 
-from flagproxy.edge.metrics import BulkSender, EdgeMetrics
 from flagproxy.edge.scopes import Scope, Scopes, covers, scope_name
 from flagproxy.edge.settings import EdgeSettings
 from flagproxy.edge.tokens import CLIENT, EdgeToken, masked, token_key
+from flagproxy.edge.usage import BulkSender, EdgeUsage
 from flagproxy.edge.validation import TokenValidator, UpstreamUnavailable
 from flagproxy.sync.poller import Poller
 from flagproxy.sync.upstream import UpstreamClient, UpstreamConfig
@@ -86,7 +86,7 @@ def broadest_first(tokens: list[EdgeToken]) -> list[EdgeToken]:
 
 
 class EdgeSync:
-    def __init__(self, settings: EdgeSettings, scopes: Scopes, metrics: EdgeMetrics, logger: Any) -> None:
+    def __init__(self, settings: EdgeSettings, scopes: Scopes, usage: EdgeUsage, logger: Any) -> None:
         self.settings = settings
         self.scopes = scopes
         self.logger = logger
@@ -97,7 +97,7 @@ class EdgeSync:
         self.feeds: dict[Scope, Feed] = {}
         self.unvalidated = list(settings.tokens)  # start-up tokens the upstream has not confirmed yet
         self.sender = BulkSender(
-            metrics, self.client_for, interval_seconds=settings.metrics_interval_seconds, logger=logger
+            usage, self.client_for, interval_seconds=settings.metrics_interval_seconds, logger=logger
         )
         self.tasks: list[asyncio.Task[Any]] = []
 

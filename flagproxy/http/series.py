@@ -4,7 +4,7 @@ Every process of an instance (each worker, and the main process that runs the sy
 into prometheus_client's multiprocess files, in the `prometheus/` folder of the instance (leader.py); a
 scrape, on whichever worker it lands, reads them all with `MultiProcessCollector`, so N workers add up and
 a replaced worker's counts stay in the sums. The folder is emptied when the instance starts.
-`flagproxy edge` (one process) counts its routes with the same `RequestMetrics`, in a folder of its own.
+`flagproxy edge` (one process) counts its routes with the same `RequestSeries`, in a folder of its own.
 
 The hot path pays for a handler wrapper only: two clock reads and two appends to lists bound once per
 route (`RouteSeries`: no label lookup, no bucketing, no allocation but the float of the duration). Every
@@ -162,7 +162,7 @@ class RouteSeries:
         statuses.clear()
 
 
-class RequestMetrics:
+class RequestSeries:
     """A worker's series: requests, durations and per-flag usage; the scrape of the whole instance."""
 
     def __init__(self, enabled: bool, logger: Any = None) -> None:
@@ -349,7 +349,7 @@ class _StoreCollector:
             yield metric
 
 
-class SyncMetrics:
+class SyncSeries:
     """The sync's series (upstream fetches and errors, metrics batches), in the process that runs it, and
     what the status page says of the upstream (`upstream.json` beside them). Called on the sync's loop,
     a few times a refresh interval at most: written at once."""

@@ -28,7 +28,7 @@ import orjson
 from flagproxy.instance.store import ImageError, SnapshotStore, return_free_memory
 from flagproxy.sync.publication import Publication
 from flagproxy.sync.spool import HANDOFF_SECONDS, UsageSpool
-from flagproxy.sync.usage import MetricsCollector
+from flagproxy.sync.usage import UsageCollector
 
 WATCH_SECONDS = 0.1
 
@@ -39,7 +39,7 @@ class Follower:
         store: SnapshotStore,
         publication: Publication,
         spool: UsageSpool,
-        collector: MetricsCollector,
+        collector: UsageCollector,
         logger: Any,
         *,
         parent_pid: int | None = None,

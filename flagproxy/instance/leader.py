@@ -124,12 +124,12 @@ def stop_sync(sync: Any, instance: Instance) -> Any:
 def build_sync(settings: ProxySettings, instance: Instance, logger: Any, log_warnings: bool = True) -> Any:
     """The SyncService of `settings`, publishing into `instance`. Imported late: a worker that does not
     sync never loads the HTTP client."""
-    from flagproxy.http.series import SyncMetrics
+    from flagproxy.http.series import SyncSeries
     from flagproxy.instance.store import compile_image, return_free_memory
     from flagproxy.sync.backup import FileStorageProvider
     from flagproxy.sync.service import SyncService
     from flagproxy.sync.upstream import UpstreamConfig
-    from flagproxy.sync.usage import MetricsCollector
+    from flagproxy.sync.usage import UsageCollector
 
     s = settings
     if log_warnings:
@@ -177,7 +177,7 @@ def build_sync(settings: ProxySettings, instance: Instance, logger: Any, log_war
         install=publish,
         touch=publication.touch,
         is_ready=lambda: publication.stamp() is not None,
-        collector=MetricsCollector(),
+        collector=UsageCollector(),
         gather_usage=instance.spool.collect,
         logger=logger,
         storage=s.storage_provider if s.storage_provider is not None else FileStorageProvider(),
@@ -185,7 +185,7 @@ def build_sync(settings: ProxySettings, instance: Instance, logger: Any, log_war
         bootstrap_authorization=s.exp_bootstrap_authorization,
         metrics_jitter=s.metrics_jitter,
         custom_strategy_names=[st.name for st in s.custom_strategies],
-        observer=SyncMetrics(instance.series_directory) if observed else None,
+        observer=SyncSeries(instance.series_directory) if observed else None,
     )
 
 

@@ -33,7 +33,7 @@ from flagproxy.http.logger import make_logger
 from flagproxy.http.request import Request as FlagproxyRequest
 from flagproxy.http.response_cache import ResponseCache
 from flagproxy.http.series import CONTENT_TYPE as PROMETHEUS_TYPE
-from flagproxy.http.series import RequestMetrics, preflight_or_fallback
+from flagproxy.http.series import RequestSeries, preflight_or_fallback
 from flagproxy.http.serving import answer_can_arrive, guard_worker_signals
 from flagproxy.http.trust import client_address
 from flagproxy.instance.follower import Follower
@@ -45,7 +45,7 @@ from flagproxy.proxy.enrichers import EnricherError, enrich
 from flagproxy.proxy.openapi import build_openapi
 from flagproxy.proxy.settings import ProxySettings
 from flagproxy.proxy.status_page import page_body, status_document
-from flagproxy.sync.usage import MetricsCollector
+from flagproxy.sync.usage import UsageCollector
 
 BODY_LIMIT = 102400  # bytes, the Node proxy's (body-parser's) 100 kB
 HEADER_LIMIT = 16384  # request line + headers, Node's --max-http-header-size: GET contexts live there
@@ -89,7 +89,7 @@ class _ProxyApp:
         self.settings = s = settings
         self.logger = make_logger(s.logger, s.log_level, s.use_json_logger)
         self.store = SnapshotStore(custom_strategies=s.custom_strategies, logger=self.logger)
-        self.collector = MetricsCollector()
+        self.collector = UsageCollector()
         self.cors = CorsPolicy(s)
         self.client_keys = KeyRing(s.accepted_client_keys)
         self.server_keys = KeyRing(s.exp_server_side_sdk_config_tokens)
@@ -126,14 +126,14 @@ class _ProxyApp:
         )
         self._answer = self._make_answer()
         # Requests by route and status, durations (flagproxy/http/series.py): each handler wrapped once.
-        self.metrics = RequestMetrics(s.enable_prometheus, self.logger)
+        self.series = RequestSeries(s.enable_prometheus, self.logger)
         self._add_routes()
-        fallback = self.metrics.observe("fallback", self._fallback, label=preflight_or_fallback)
+        fallback = self.series.observe("fallback", self._fallback, label=preflight_or_fallback)
         app.error_handler.add(NotFound, fallback)
         app.error_handler.add(MethodNotAllowed, fallback)
-        app.error_handler.add(PayloadTooLarge, self.metrics.observe("error", self._too_large))
-        app.error_handler.add(BadRequest, self.metrics.observe("error", self._bad_http))
-        app.error_handler.add(Exception, self.metrics.observe("error", self._unexpected))
+        app.error_handler.add(PayloadTooLarge, self.series.observe("error", self._too_large))
+        app.error_handler.add(BadRequest, self.series.observe("error", self._bad_http))
+        app.error_handler.add(Exception, self.series.observe("error", self._unexpected))
         app.register_listener(self._start, "before_server_start")
         app.register_listener(self._stop, "after_server_stop")
         guard_worker_signals(app)
@@ -166,7 +166,7 @@ class _ProxyApp:
             self._route(base + "/docs/openapi", get, "openapi_page", self._openapi_page)
 
     def _route(self, path: str, methods: list[str], name: str, handler: Handler) -> None:
-        observed = self.metrics.observe(name, handler)
+        observed = self.series.observe(name, handler)
         self.app.add_route(observed, path, methods=methods, name=name, strict_slashes=False)
         for method in methods:  # any-case spellings, through the fallback (counted as "fallback")
             self.routes[(method, path.lower())] = handler
@@ -181,7 +181,7 @@ class _ProxyApp:
         else:
             app.ctx.sync = None
         assert self.instance is not None
-        self.metrics.start(self.instance.series_directory)
+        self.series.start(self.instance.series_directory)
         self.follower = Follower(
             self.store,
             self.instance.publication,
@@ -203,7 +203,7 @@ class _ProxyApp:
                 await self.following
         if self.follower is not None:
             self.follower.stop()  # hands over what was counted since the last handoff
-        await self.metrics.stop()
+        await self.series.stop()
         if self.sync is not None and self.instance is not None:
             await stop_sync(self.sync, self.instance)  # and, with the sync here, sends it
         if self.runs_sync and self.instance is not None:
@@ -418,12 +418,12 @@ class _ProxyApp:
         return response
 
     def _count_usage(self, counts: Any) -> None:
-        self.metrics.count_usage(counts, self.store.current)
+        self.series.count_usage(counts, self.store.current)
 
     async def _prometheus(self, request: Request) -> HTTPResponse:
         if not self.store.ready and not self._catch_up():
             return self._not_ready(request)
-        body = self.metrics.render(self.store)
+        body = self.series.render(self.store)
         cors = self._cors(request)
         return r.DatedResponse(
             body,

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from flagproxy.http.series import SyncMetrics, instance_totals
+from flagproxy.http.series import SyncSeries, instance_totals
 
 _PAGE = Path(__file__).with_name("status.html").read_text(encoding="utf-8")
 
@@ -46,7 +46,7 @@ def status_document(settings: Any, store: Any, series_directory: str | None) -> 
     upstream: dict[str, Any] = {}
     if series_directory is not None:
         try:
-            upstream = orjson.loads(Path(series_directory, SyncMetrics.STATUS_FILE).read_bytes())
+            upstream = orjson.loads(Path(series_directory, SyncSeries.STATUS_FILE).read_bytes())
         except (FileNotFoundError, orjson.JSONDecodeError):
             upstream = {}
     requests, usage = instance_totals(series_directory if settings.enable_prometheus else None)

@@ -18,9 +18,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from flagproxy.sync.backup import call
-from flagproxy.sync.metrics import MetricsCollector, MetricsSender
 from flagproxy.sync.poller import Poller
 from flagproxy.sync.upstream import CLIENT_SPEC_VERSION, SDK_NAME, UpstreamClient, UpstreamConfig
+from flagproxy.sync.usage_sender import UsageCollector, UsageSender
 
 BUILTIN_STRATEGIES = (
     "default",
@@ -42,7 +42,7 @@ class SyncService:
         install: Callable[[dict[str, Any], str], Any],
         touch: Callable[[], None],
         is_ready: Callable[[], bool],
-        collector: MetricsCollector,
+        collector: UsageCollector,
         logger: Any,
         storage: Any = None,
         bootstrap_url: str | None = None,
@@ -50,7 +50,7 @@ class SyncService:
         metrics_jitter: int = 0,
         custom_strategy_names: Sequence[str] = (),
         client: Any = None,
-        gather_usage: Callable[[MetricsCollector], Any] | None = None,
+        gather_usage: Callable[[UsageCollector], Any] | None = None,
         observer: Any = None,
     ) -> None:
         self.config = config
@@ -71,7 +71,7 @@ class SyncService:
             logger=logger,
             on_result=observer.fetched if observer is not None else None,
         )
-        self.metrics = MetricsSender(
+        self.usage_sender = UsageSender(
             collector,
             self.client,
             app_name=config.app_name,
@@ -169,7 +169,7 @@ class SyncService:
             self.tasks.append(loop.create_task(self.bootstrap()))
         self.tasks.append(loop.create_task(self.poller.run()))
         if self.config.metrics_interval > 0:
-            self.tasks.append(loop.create_task(self.metrics.run()))
+            self.tasks.append(loop.create_task(self.usage_sender.run()))
 
     async def stop(self, flush_timeout: float = 2.0) -> None:
         tasks = [*self.tasks, *([self.registered] if self.registered else [])]
@@ -182,7 +182,7 @@ class SyncService:
         if self.config.metrics_interval > 0:
             # What was counted since the last flush would otherwise be lost with this process.
             with contextlib.suppress(asyncio.TimeoutError, Exception):
-                await asyncio.wait_for(self.metrics.flush(), flush_timeout)
+                await asyncio.wait_for(self.usage_sender.flush(), flush_timeout)
         await self.client.close()
         if self.observer is not None:
             self.observer.close()

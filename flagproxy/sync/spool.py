@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from flagproxy.sync.usage import MetricsCollector, UsageCounts
+from flagproxy.sync.usage import UsageCollector, UsageCounts
 
 HANDOFF_SECONDS = 0.5
 SUFFIX = ".usage.json"
@@ -51,7 +51,7 @@ class UsageSpool:
                 os.unlink(temporary)
             raise
 
-    def collect(self, collector: MetricsCollector) -> int:
+    def collect(self, collector: UsageCollector) -> int:
         """Move every handed-off file into `collector`'s bucket; returns how many there were."""
         try:
             names = sorted(n for n in os.listdir(self.directory) if n.endswith(SUFFIX))

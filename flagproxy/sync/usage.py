@@ -1,6 +1,6 @@
 """Usage counts as the Unleash client metrics format has them: what a worker counts on its hot path.
 
-Kept apart from the sender (flagproxy/sync/metrics.py) so a worker process, which only counts, never
+Kept apart from the sender (flagproxy/sync/usage_sender.py) so a worker process, which only counts, never
 imports the HTTP client.
 """
 
@@ -74,7 +74,7 @@ class UsageCounts:
         return bool(self.toggles)
 
 
-class MetricsCollector:
+class UsageCollector:
     """The current bucket; `take()` hands it over and starts a new one, `give_back()` undoes that."""
 
     def __init__(self) -> None:

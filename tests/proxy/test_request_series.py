@@ -1,4 +1,4 @@
-"""How a worker's request series count (flagproxy/http/series.py `RequestMetrics`, `RouteSeries`): the
+"""How a worker's request series count (flagproxy/http/series.py `RequestSeries`, `RouteSeries`): the
 hot path only appends a duration and a status, and each flush folds them into the cells in a batch. Read
 back from the process's files the way a scrape reads them (`series_text`, prometheus_client's parser), the
 folded counts must be what counting each request at once would give: a duration equal to a bucket's bound
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from flagproxy.http import series as prometheus
-from flagproxy.http.series import DURATION_BUCKETS, RequestMetrics
+from flagproxy.http.series import DURATION_BUCKETS, RequestSeries
 
 
 class _Response:
@@ -65,12 +65,12 @@ def _expected(requests: list[tuple[float, int]], route: str) -> dict[tuple[str, 
 
 def _run(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch, batches: list[list[tuple[float, int]]], route: str
-) -> tuple[dict, RequestMetrics]:
+) -> tuple[dict, RequestSeries]:
     clock = _Clock()
     monkeypatch.setattr(time, "perf_counter", clock)
 
-    async def scenario() -> tuple[dict, RequestMetrics]:
-        metrics = RequestMetrics(enabled=True)
+    async def scenario() -> tuple[dict, RequestSeries]:
+        metrics = RequestSeries(enabled=True)
         status_of: dict[str, int] = {}
 
         async def handler(request: Any) -> _Response:
@@ -135,7 +135,7 @@ def test_the_lists_are_emptied_when_writing_fails(tmp_path, monkeypatch):
     """A full disk must not turn the hot path's lists into a leak: the fold runs before the write."""
 
     async def scenario() -> None:
-        metrics = RequestMetrics(enabled=True)
+        metrics = RequestSeries(enabled=True)
 
         async def handler(request: Any) -> _Response:
             return _Response(200)

@@ -14,7 +14,7 @@ from flagproxy.instance.leader import Instance, InstanceFolderError
 from flagproxy.instance.store import SnapshotStore, compile_image
 from flagproxy.sync.publication import Publication
 from flagproxy.sync.spool import UsageSpool
-from flagproxy.sync.usage import MetricsCollector
+from flagproxy.sync.usage import UsageCollector
 
 PAYLOAD = {"version": 2, "features": [{"name": "a", "enabled": True, "strategies": []}]}
 
@@ -47,16 +47,16 @@ def test_the_spool_moves_each_count_exactly_once(tmp_path):
         UsageSpool(str(tmp_path)),
         UsageSpool(str(tmp_path)),
     )
-    counted = MetricsCollector()
+    counted = UsageCollector()
     counted.counts.count("x", True)
     counted.counts.count("x", False)
     counted.counts.merge({"y": {"yes": 2, "no": 0, "variants": {"blue": 2}}})
     worker_a.hand_off(counted.take())
-    again = MetricsCollector()
+    again = UsageCollector()
     again.counts.count("x", True)
     worker_b.hand_off(again.take())
-    worker_b.hand_off(MetricsCollector().counts)  # nothing counted: no file
-    sender = MetricsCollector()
+    worker_b.hand_off(UsageCollector().counts)  # nothing counted: no file
+    sender = UsageCollector()
     assert leader.collect(sender) == 2
     assert sender.counts.as_toggles() == {
         "x": {"yes": 2, "no": 1, "variants": {}},
@@ -68,19 +68,19 @@ def test_the_spool_moves_each_count_exactly_once(tmp_path):
 
 def test_a_half_written_hand_off_is_not_read(tmp_path):
     (tmp_path / ".usage-abc").write_bytes(b'{"x": {"yes"')  # a worker killed mid-write leaves this
-    sender = MetricsCollector()
+    sender = UsageCollector()
     assert UsageSpool(str(tmp_path)).collect(sender) == 0
     assert not sender.counts
 
 
-def _follower(instance: Instance, store: SnapshotStore, collector: MetricsCollector, **kwargs) -> Follower:
+def _follower(instance: Instance, store: SnapshotStore, collector: UsageCollector, **kwargs) -> Follower:
     return Follower(store, instance.publication, instance.spool, collector, Log(), **kwargs)
 
 
 def test_the_follower_installs_each_revision_once_and_keeps_the_last_good_one(tmp_path):
     instance = Instance(str(tmp_path))
     store = SnapshotStore()
-    follower = _follower(instance, store, MetricsCollector())
+    follower = _follower(instance, store, UsageCollector())
     assert follower.load() is False and not store.ready  # nothing published: 503 until there is
     instance.publication.publish(PAYLOAD, "upstream")
     assert follower.load() is True
@@ -99,11 +99,11 @@ def test_the_follower_installs_each_revision_once_and_keeps_the_last_good_one(tm
 @pytest.mark.parametrize("metrics_on", [True, False])
 def test_the_follower_hands_usage_over_only_when_metrics_are_sent(tmp_path, metrics_on):
     instance = Instance(str(tmp_path))
-    collector = MetricsCollector()
+    collector = UsageCollector()
     follower = _follower(instance, SnapshotStore(), collector, hand_off_usage=metrics_on)
     collector.counts.count("a", True)
     follower.stop()  # a stopping worker hands over what it counted
-    sender = MetricsCollector()
+    sender = UsageCollector()
     assert instance.spool.collect(sender) == (1 if metrics_on else 0)
     assert bool(sender.counts) is metrics_on
     assert bool(collector.counts) is not metrics_on  # with metrics off nothing would ever collect a file
@@ -114,7 +114,7 @@ def test_the_follower_stops_its_worker_when_the_main_process_is_gone(tmp_path):
     follower = _follower(
         Instance(str(tmp_path)),
         SnapshotStore(),
-        MetricsCollector(),
+        UsageCollector(),
         parent_pid=os.getppid() + 100_000,  # not our parent: as if it had died and we were adopted
         on_orphaned=lambda: stopped.append(True),
     )
@@ -138,7 +138,7 @@ def test_workers_load_the_image_the_sync_compiled_and_compile_only_when_they_can
     published = instance.publication.read()
     assert bytes(published.image) == image and orjson.loads(published.document) == PAYLOAD
     store = SnapshotStore()
-    follower = _follower(instance, store, MetricsCollector())
+    follower = _follower(instance, store, UsageCollector())
     assert follower.load() is True and store.current.names == ("a",)
     assert follower.logger.lines == []  # loaded, not compiled: nothing to say
     # An image this worker cannot use (here: cut short) is compiled from the document beside it instead.

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from flagproxy.sync.backup import FileStorageProvider
-from flagproxy.sync.metrics import MetricsCollector, MetricsSender, UsageCounts
 from flagproxy.sync.poller import MAX_FAILURES, Poller
 from flagproxy.sync.service import SyncService
 from flagproxy.sync.upstream import (
@@ -27,6 +26,7 @@ from flagproxy.sync.upstream import (
     retry_after_seconds,
 )
 from flagproxy.sync.usage import MAX_TOGGLES, MAX_VARIANTS
+from flagproxy.sync.usage_sender import UsageCollector, UsageCounts, UsageSender
 
 PAYLOAD = {"version": 2, "features": [{"name": "a", "enabled": True, "strategies": []}]}
 
@@ -220,7 +220,7 @@ def test_poller_refetches_whole_after_a_rejected_payload():
 
 
 def test_usage_counts_and_collector():
-    collector = MetricsCollector()
+    collector = UsageCollector()
     assert collector.take() is None
     collector.counts.count_outcomes([("a", True, "v"), ("a", False, "disabled"), ("b", False, "disabled")])
     collector.counts.merge({"a": {"yes": 2, "variants": {"v": 2}}, "c": {"no": 1}})
@@ -270,10 +270,10 @@ class FakeClient:
 
 
 def test_metrics_sender_keeps_counts_until_the_upstream_takes_them():
-    collector = MetricsCollector()
+    collector = UsageCollector()
     client = FakeClient([503, 401, "ConnectionError", 202])
     log = Log()
-    sender = MetricsSender(
+    sender = UsageSender(
         collector,
         client,
         app_name="app",
@@ -321,7 +321,7 @@ def _service(client: FakeClient, storage: Any = None, **kwargs: Any) -> tuple[Sy
         install=install,
         touch=lambda: None,
         is_ready=lambda: bool(sources),
-        collector=MetricsCollector(),
+        collector=UsageCollector(),
         logger=Log(),
         storage=storage,
         client=client,

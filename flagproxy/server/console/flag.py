@@ -17,10 +17,10 @@ from flagproxy.server.clock import hour_bucket
 from flagproxy.server.console.render import html, signed_in
 from flagproxy.server.routes.common import require_feature
 from flagproxy.server.schemas import ConstraintBody
+from flagproxy.server.shapes import feature_json
 from flagproxy.server.storage import catalog as catalog_rows
 from flagproxy.server.storage import segments as segment_rows
 from flagproxy.server.storage import usage as usage_rows
-from flagproxy.server.views import feature_json
 
 bp = Blueprint("console_flag")
 # What the editors offer is what the API accepts: its operator list and built-in strategies.

@@ -13,9 +13,9 @@ from sanic import Blueprint, HTTPResponse, Request
 from flagproxy.server.console.render import html, signed_in
 from flagproxy.server.routes.common import require_project, tag_filter
 from flagproxy.server.schemas import CreateFeatureBody
+from flagproxy.server.shapes import environment_json, feature_json, project_feature_list, project_json
 from flagproxy.server.storage import catalog as catalog_rows
 from flagproxy.server.storage import projects as project_rows
-from flagproxy.server.views import environment_json, feature_json, project_feature_list, project_json
 
 bp = Blueprint("console_flags")
 # The flag types the create form offers: exactly those the admin API's body accepts.

@@ -10,13 +10,13 @@ from flagproxy.server.console.flag import OPERATORS
 from flagproxy.server.console.render import html, signed_in
 from flagproxy.server.errors import NoAccess
 from flagproxy.server.identity.permissions import READ_NEEDS
+from flagproxy.server.shapes import segment_json
 from flagproxy.server.storage import events as event_rows
 from flagproxy.server.storage import projects as project_rows
 from flagproxy.server.storage import segments as segment_rows
 from flagproxy.server.storage import tokens as token_rows
 from flagproxy.server.storage.catalog import decode_segment
 from flagproxy.server.tokens import secret_hash
-from flagproxy.server.views import segment_json
 
 bp = Blueprint("console_resources")
 TOKEN_LIST_ROUTE = "api_tokens.list_tokens"  # the admin API's route whose rule the tokens page follows

@@ -19,9 +19,9 @@ from flagproxy.server.routes.common import (
     transaction,
 )
 from flagproxy.server.schemas import CreateEnvironmentBody
+from flagproxy.server.shapes import environment_json
 from flagproxy.server.storage import projects as project_rows
 from flagproxy.server.validation import json_body
-from flagproxy.server.views import environment_json
 
 bp = Blueprint("environments", url_prefix="/api/admin/environments")
 

@@ -30,12 +30,12 @@ from flagproxy.server.schemas import (
     UpdateFeatureBody,
     VariantList,
 )
+from flagproxy.server.shapes import feature_created_json, feature_environment_json, feature_json
 from flagproxy.server.storage import catalog as catalog_rows
 from flagproxy.server.storage import features as feature_rows
 from flagproxy.server.storage import projects as project_rows
 from flagproxy.server.storage.database import Row, Tx
 from flagproxy.server.validation import json_body
-from flagproxy.server.views import feature_created_json, feature_environment_json, feature_json
 
 bp = Blueprint("features")
 FEATURES = "/api/admin/projects/<project_id>/features"

@@ -9,12 +9,12 @@ from flagproxy.server.errors import NameExists
 from flagproxy.server.identity.permissions import OWNER_ROLE
 from flagproxy.server.routes.common import created, json_response, require_project, tag_filter, transaction
 from flagproxy.server.schemas import CreateProjectBody
+from flagproxy.server.shapes import project_feature_list, project_json
 from flagproxy.server.storage import access as access_rows
 from flagproxy.server.storage import catalog as catalog_rows
 from flagproxy.server.storage import events
 from flagproxy.server.storage import projects as project_rows
 from flagproxy.server.validation import json_body
-from flagproxy.server.views import project_feature_list, project_json
 
 bp = Blueprint("projects", url_prefix="/api/admin/projects")
 

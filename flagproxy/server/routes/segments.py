@@ -17,12 +17,12 @@ from flagproxy.server import authoring
 from flagproxy.server.errors import NameExists, NotFound, ValidationFailed
 from flagproxy.server.routes.common import changing, created, empty, json_response, transaction
 from flagproxy.server.schemas import SegmentBody, SegmentUpdateBody
+from flagproxy.server.shapes import segment_json
 from flagproxy.server.storage import projects as project_rows
 from flagproxy.server.storage import segments as segment_rows
 from flagproxy.server.storage.catalog import decode_segment
 from flagproxy.server.storage.database import Tx
 from flagproxy.server.validation import json_body
-from flagproxy.server.views import segment_json
 
 bp = Blueprint("segments", url_prefix="/api/admin/segments")
 

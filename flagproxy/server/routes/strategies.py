@@ -19,12 +19,12 @@ from flagproxy.server.routes.common import (
     transaction,
 )
 from flagproxy.server.schemas import SortOrderItem, StrategyBody
+from flagproxy.server.shapes import strategy_json
 from flagproxy.server.storage import features as feature_rows
 from flagproxy.server.storage import segments as segment_rows
 from flagproxy.server.storage.catalog import decode_strategy
 from flagproxy.server.storage.database import Row, Tx
 from flagproxy.server.validation import json_body, require_json
-from flagproxy.server.views import strategy_json
 
 bp = Blueprint("strategies")
 STRATEGIES = "/api/admin/projects/<project_id>/features/<name>/environments/<environment>/strategies"

@@ -1,4 +1,4 @@
-"""Usage metrics in the Unleash client format, aggregated per proxy instance and sent every interval.
+"""Usage counts (Unleash client metrics) sent upstream: aggregated per proxy instance and sent every interval.
 
 What is counted follows the Node proxy: named-toggle lookups (`POST /proxy` with `toggles`) count yes/no
 per requested name, unknown names included; buckets that frontend SDKs POST to /proxy/client/metrics are
@@ -17,17 +17,17 @@ from collections.abc import Callable
 from typing import Any
 
 from flagproxy.sync.upstream import CLIENT_SPEC_VERSION, classify_status
-from flagproxy.sync.usage import MAX_TOGGLES, MAX_VARIANTS, MetricsCollector, UsageCounts, iso_now
+from flagproxy.sync.usage import MAX_TOGGLES, MAX_VARIANTS, UsageCollector, UsageCounts, iso_now
 
-__all__ = ["MetricsCollector", "MetricsSender", "UsageCounts"]
+__all__ = ["UsageCollector", "UsageCounts", "UsageSender"]
 
 MAX_FAILURES = 10
 
 
-class MetricsSender:
+class UsageSender:
     def __init__(
         self,
-        collector: MetricsCollector,
+        collector: UsageCollector,
         client: Any,
         *,
         app_name: str,
@@ -36,7 +36,7 @@ class MetricsSender:
         interval_ms: int,
         jitter_ms: int,
         logger: Any,
-        gather: Callable[[MetricsCollector], Any] | None = None,
+        gather: Callable[[UsageCollector], Any] | None = None,
         on_sent: Callable[[bool], None] | None = None,
     ) -> None:
         self.collector = collector

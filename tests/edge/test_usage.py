@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from flagproxy.edge.metrics import BATCH_BYTES, MAX_ENTRIES, EdgeMetrics
+from flagproxy.edge.usage import BATCH_BYTES, MAX_ENTRIES, EdgeUsage
 from tests.edge.harness import CountingUpstream, EdgeProcess, edge, features_doc
 
 DEV_CLIENT = "*:development.sync-secret"
@@ -115,7 +115,7 @@ def test_bad_metrics_are_400(running: EdgeProcess) -> None:
 
 
 def test_memory_is_bounded_and_overflow_is_counted() -> None:
-    metrics = EdgeMetrics()
+    metrics = EdgeUsage()
     for i in range(MAX_ENTRIES + 10):
         metrics.add("development", "web", f"flag-{i}", 1, 1, {}, "2026-01-01T00:00:00Z")
     assert len(metrics.counts) == MAX_ENTRIES and metrics.dropped == 20

@@ -35,7 +35,7 @@ _ENVELOPE = len(b'{"applications":[],"metrics":[]}')
 CountKey = tuple[str, str, str]  # environment, appName, featureName
 
 
-class EdgeMetrics:
+class EdgeUsage:
     def __init__(self) -> None:
         self.counts: dict[CountKey, list[Any]] = {}  # -> [yes, no, {variant: n}, timestamp]
         self.applications: dict[tuple[str, str, str], dict[str, Any]] = {}
@@ -110,13 +110,13 @@ class EdgeMetrics:
             "connectVia": [*vias, connect_via],
         }
 
-    def take(self) -> EdgeMetrics:
-        taken = EdgeMetrics()
+    def take(self) -> EdgeUsage:
+        taken = EdgeUsage()
         taken.counts, self.counts = self.counts, {}
         taken.applications, self.applications = self.applications, {}
         return taken
 
-    def give_back(self, taken: EdgeMetrics) -> None:
+    def give_back(self, taken: EdgeUsage) -> None:
         for (environment, app, feature), (yes, no, variants, at) in taken.counts.items():
             self.add(environment, app, feature, yes, no, variants, at)
         for key, application in taken.applications.items():
@@ -125,7 +125,7 @@ class EdgeMetrics:
     def environments(self) -> set[str]:
         return {key[0] for key in self.counts} | {key[0] for key in self.applications}
 
-    def batches(self, environment: str) -> Iterable[tuple[bytes, EdgeMetrics]]:
+    def batches(self, environment: str) -> Iterable[tuple[bytes, EdgeUsage]]:
         """This environment's counts as JSON bodies under BATCH_BYTES, each with what it holds (to put
         back if the upstream does not take it)."""
         items: list[tuple[str, bytes, Any, Any]] = []
@@ -145,12 +145,12 @@ class EdgeMetrics:
                 }
                 items.append(("metrics", orjson.dumps(metric), key, [yes, no, variants, at]))
         batch: dict[str, list[bytes]] = {"applications": [], "metrics": []}
-        held = EdgeMetrics()
+        held = EdgeUsage()
         size = _ENVELOPE
         for kind, encoded, key, value in items:
             if size + len(encoded) + 1 > BATCH_BYTES and (batch["applications"] or batch["metrics"]):
                 yield _body(batch), held
-                batch, held, size = {"applications": [], "metrics": []}, EdgeMetrics(), _ENVELOPE
+                batch, held, size = {"applications": [], "metrics": []}, EdgeUsage(), _ENVELOPE
             batch[kind].append(encoded)
             size += len(encoded) + 1
             (held.applications if kind == "applications" else held.counts)[key] = value
@@ -177,13 +177,13 @@ class BulkSender:
 
     def __init__(
         self,
-        metrics: EdgeMetrics,
+        usage: EdgeUsage,
         client_for: Callable[[str], Any],
         *,
         interval_seconds: int,
         logger: Any,
     ) -> None:
-        self.metrics = metrics
+        self.usage = usage
         self.client_for = client_for  # environment -> UpstreamClient with a token of it, or None
         self.interval_seconds = interval_seconds
         self.logger = logger
@@ -192,10 +192,10 @@ class BulkSender:
 
     async def flush(self) -> bool:
         """Send everything counted; True when the upstream took all of it."""
-        if self.metrics.dropped:
-            self.logger.warn(f"{self.metrics.dropped} usage counts did not fit the metrics bounds; dropped")
-            self.metrics.dropped = 0
-        taken = self.metrics.take()
+        if self.usage.dropped:
+            self.logger.warn(f"{self.usage.dropped} usage counts did not fit the metrics bounds; dropped")
+            self.usage.dropped = 0
+        taken = self.usage.take()
         everything_sent = True
         for environment in sorted(taken.environments()):
             client = self.client_for(environment)
@@ -212,7 +212,7 @@ class BulkSender:
                     )
                     continue
                 everything_sent = False
-                self.metrics.give_back(held)
+                self.usage.give_back(held)
                 trouble = f"{environment}: {status if status is not None else 'no token for it'}"
                 if trouble != self.trouble:
                     self.logger.warn(
