@@ -527,6 +527,8 @@ def test_a_lone_surrogate_is_hashed_not_an_error(implementation: str) -> None:
         assert s.is_enabled("f", {"userId": user}) is (normalized_hash("f", user, 100) <= 50)
 
 
+# Skipped only in a build without the extension; in CI tests/engine/test_selection.py fails if the compiled
+# evaluator is missing, so the skip cannot hide it.
 @pytest.mark.skipif(not COMPILED_AVAILABLE, reason="the compiled evaluator is not built")
 def test_the_compiled_hash_matches_the_pure_one() -> None:
     from flagproxy import _eval
