@@ -1,16 +1,21 @@
 """A worker's side of the instance's one sync: follow what the sync publishes, hand usage counts back.
 
-Every worker (and the single process of `--workers 1` or of create_app) runs one Follower:
+Every worker (and the single process of `--workers 1` or of create_app) runs one follower:
 
-- `load()` before the worker listens: the document the sync last published, if any, so a worker that
+- `load()` before the worker listens: every document the sync last published, if any, so a worker that
   starts late (one that replaces a dead worker) serves the instance's current revision from its first
   request. Until something is published the store is empty and every route answers 503.
-- `run()` afterwards: every `WATCH_SECONDS` one `stat` of the published file; a new revision is loaded
+- `run()` afterwards: every `WATCH_SECONDS` one `stat` of each published file; a new revision is loaded
   (the image the sync compiled, or else the document, compiled here) and swapped in. Every
-  `HANDOFF_SECONDS` the usage counted since is written to the spool for the sync's metrics sender. When
+  `HANDOFF_SECONDS` the usage counted since is written to the spool for the sync's usage sender. When
   the process that started this worker is gone (the main process was killed), the worker stops itself
   rather than serve an ever older snapshot on a port a new instance may want.
 - `stop()` when the worker stops: the last handoff, so nothing counted is lost.
+
+`InstanceFollower` is that loop for any product: what it follows (`documents()`, each a `FollowedDocument`:
+one published file and what installs it) and how usage is handed off are the product's. `Follower` is the
+proxy's: one document into one store, the proxy's usage counts. The edge follows one document per feed
+into the snapshot stores of the scopes cut from it (flagproxy/edge/scopes.py).
 
 Every worker loads the same image (or compiles the same bytes) with the same engine, so identical requests
 get byte-identical bodies and ETags from every worker, and the store's revision is the sync's.
@@ -20,20 +25,124 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
 
 from flagproxy.instance.store import ImageError, SnapshotStore, return_free_memory
-from flagproxy.sync.publication import Publication
+from flagproxy.sync.publication import Publication, Published
 from flagproxy.sync.spool import HANDOFF_SECONDS, UsageSpool
 from flagproxy.sync.usage import UsageCollector
 
 WATCH_SECONDS = 0.1
 
 
-class Follower:
+def install_published(store: SnapshotStore, published: Published, logger: Any) -> bool:
+    """Swap `published` into `store`: the image the sync compiled, else the document compiled here;
+    whether it was installed (a document that does not compile is said and skipped)."""
+    if published.image is not None:
+        try:
+            at_ms = published.published_ms
+            store.install_image(published.image, published.source, revision=published.revision, at_ms=at_ms)
+            return True
+        except ImageError as exc:
+            logger.warn(f"Compiling revision {published.revision} of the features here: {exc}")
+    try:
+        payload = orjson.loads(published.document)
+        store.install(payload, published.source, revision=published.revision, at_ms=published.published_ms)
+    except (ValueError, orjson.JSONDecodeError) as exc:
+        logger.error(f"Ignoring revision {published.revision} of the features: {exc}")
+        return False
+    return True
+
+
+class FollowedDocument:
+    """One published file and what installs its new revisions."""
+
+    def __init__(self, publication: Publication, install: Callable[[Published], bool]) -> None:
+        self.publication = publication
+        self.install = install
+        self.stamp: tuple[int, int] | None = None  # of the document last installed (or tried)
+
+    @property
+    def loaded(self) -> bool:
+        return self.stamp is not None
+
+    def load(self) -> bool:
+        """Install the published document if it is newer than the last one; whether it did."""
+        stamp = self.publication.stamp()
+        if stamp is None or stamp == self.stamp:
+            return False
+        published = self.publication.read()
+        if published is None:
+            return False
+        self.stamp = published.stamp  # a document that does not compile is not retried until replaced
+        return self.install(published)
+
+
+class InstanceFollower:
+    """The follow loop of one worker: `documents()` watched, `hand_off()` called every HANDOFF_SECONDS and
+    at the stop, the main process watched."""
+
+    def __init__(
+        self,
+        documents: Callable[[], Iterable[FollowedDocument]],
+        hand_off: Callable[[], None],
+        logger: Any,
+        *,
+        parent_pid: int | None = None,
+        on_orphaned: Callable[[], None] | None = None,
+    ) -> None:
+        self.documents = documents
+        self.hand_off = hand_off
+        self.logger = logger
+        self.parent_pid = parent_pid
+        self.on_orphaned = on_orphaned
+
+    def load(self) -> bool:
+        """Install every published document newer than what is served; whether any was."""
+        installed = False
+        for document in list(self.documents()):
+            installed = document.load() or installed
+        if installed:
+            return_free_memory()  # the published file's bytes (megabytes at 5000 flags) are gone by now
+        return installed
+
+    def handed_off(self) -> None:
+        """After each periodic hand-off (the proxy reads the sync's last check time then)."""
+
+    async def run(self) -> None:
+        ticks_per_handoff = max(1, round(HANDOFF_SECONDS / WATCH_SECONDS))
+        tick = 0
+        while True:
+            await asyncio.sleep(WATCH_SECONDS)
+            tick += 1
+            try:
+                self.load()
+                if tick % ticks_per_handoff == 0:
+                    self.hand_off()
+                    self.handed_off()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a full disk or a bug must not end following for good
+                self.logger.error(f"Following the instance's sync failed: {exc!r}")
+            if self.parent_pid is not None and os.getppid() != self.parent_pid:
+                self.logger.error("The main process is gone; this worker stops.")
+                if self.on_orphaned is not None:
+                    self.on_orphaned()
+                return
+
+    def stop(self) -> None:
+        try:
+            self.hand_off()
+        except OSError as exc:
+            self.logger.error(f"Could not hand over the last usage counts: {exc!r}")
+
+
+class Follower(InstanceFollower):
+    """The proxy's: the instance's one document into `store`, the proxy's usage counts into the spool."""
+
     def __init__(
         self,
         store: SnapshotStore,
@@ -51,48 +160,20 @@ class Follower:
         self.publication = publication
         self.spool = spool
         self.collector = collector
-        self.logger = logger
-        self.parent_pid = parent_pid
-        self.on_orphaned = on_orphaned
         self.hand_off_usage = hand_off_usage  # off with metrics off: no sender would ever collect them
         self.on_usage = on_usage  # sees each hand-off's counts first (the per-flag Prometheus series)
-        self.stamp: tuple[int, int] | None = None  # of the document the store holds
+        self.document = FollowedDocument(
+            publication, lambda published: install_published(store, published, logger)
+        )
+        super().__init__(
+            lambda: (self.document,),
+            self.hand_off_counts,
+            logger,
+            parent_pid=parent_pid,
+            on_orphaned=on_orphaned,
+        )
 
-    def load(self) -> bool:
-        """Install the published document if it is newer than the store's; whether it did."""
-        installed = self._load()
-        if installed:
-            return_free_memory()  # the published file's bytes (megabytes at 5000 flags) are gone by now
-        return installed
-
-    def _load(self) -> bool:
-        stamp = self.publication.stamp()
-        if stamp is None or stamp == self.stamp:
-            return False
-        published = self.publication.read()
-        if published is None:
-            return False
-        self.stamp = published.stamp  # a document that does not compile is not retried until replaced
-        if published.image is not None:
-            try:
-                at_ms = published.published_ms
-                self.store.install_image(
-                    published.image, published.source, revision=published.revision, at_ms=at_ms
-                )
-                return True
-            except ImageError as exc:
-                self.logger.warn(f"Compiling revision {published.revision} of the features here: {exc}")
-        try:
-            payload = orjson.loads(published.document)
-            self.store.install(
-                payload, published.source, revision=published.revision, at_ms=published.published_ms
-            )
-        except (ValueError, orjson.JSONDecodeError) as exc:
-            self.logger.error(f"Ignoring revision {published.revision} of the features: {exc}")
-            return False
-        return True
-
-    def hand_off(self) -> None:
+    def hand_off_counts(self) -> None:
         if not self.hand_off_usage and self.on_usage is None:
             return
         counts = self.collector.take()
@@ -103,30 +184,5 @@ class Follower:
         if self.hand_off_usage:
             self.spool.hand_off(counts)
 
-    async def run(self) -> None:
-        ticks_per_handoff = max(1, round(HANDOFF_SECONDS / WATCH_SECONDS))
-        tick = 0
-        while True:
-            await asyncio.sleep(WATCH_SECONDS)
-            tick += 1
-            try:
-                self.load()
-                if tick % ticks_per_handoff == 0:
-                    self.hand_off()
-                    checked_ms = self.publication.last_checked_ms()
-                    self.store.last_fetch_ms = max(self.store.last_fetch_ms, checked_ms)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # a full disk or a bug must not end following for good
-                self.logger.error(f"Following the instance's sync failed: {exc!r}")
-            if self.parent_pid is not None and os.getppid() != self.parent_pid:
-                self.logger.error("The proxy's main process is gone; this worker stops.")
-                if self.on_orphaned is not None:
-                    self.on_orphaned()
-                return
-
-    def stop(self) -> None:
-        try:
-            self.hand_off()
-        except OSError as exc:
-            self.logger.error(f"Could not hand over the last usage counts: {exc!r}")
+    def handed_off(self) -> None:
+        self.store.last_fetch_ms = max(self.store.last_fetch_ms, self.publication.last_checked_ms())

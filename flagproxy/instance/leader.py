@@ -1,16 +1,19 @@
 """The instance's one sync (the leader) and the folder it shares with the workers.
 
-One proxy instance has one `Instance` folder and one SyncService, whatever the number of workers:
+One instance of `flagproxy proxy` or `flagproxy edge` has one `Instance` folder and one leader (the
+proxy's SyncService, the edge's EdgeLeader), whatever the number of workers:
 
-- `--workers N` (N > 1): the main process runs the sync in a `LeaderThread`, started by Sanic's
+- `--workers N` (N > 1): the main process runs the leader in a `LeaderThread`, started by Sanic's
   `main_process_start` before any worker is spawned and stopped by `main_process_stop` after every worker
-  has finished, so its last metrics POST carries every worker's last counts. Sanic's worker manager
-  restarts a worker that dies (flagproxy/http/serving.py); the main process outlives them all.
-- `--workers 1` and create_app() in a program or a test: the same SyncService runs as a task on the app's
-  own loop, beside the same Follower a worker runs (flagproxy/proxy/app.py).
+  has finished, so its last usage POST carries every worker's last counts (`attach`). Sanic's worker
+  manager restarts a worker that dies (flagproxy/http/serving.py); the main process outlives them all.
+- `--workers 1` and create_app() in a program or a test: the same leader runs as a task on the app's
+  own loop, beside the same follower a worker runs (flagproxy/proxy/app.py, flagproxy/edge/app.py).
 
-Either way the sync publishes each document into the folder (flagproxy/sync/publication.py) and reads the
-workers' usage counts from it (flagproxy/sync/spool.py); workers follow (flagproxy/instance/follower.py).
+Either way the leader publishes each document into the folder (flagproxy/sync/publication.py) and reads
+the workers' usage counts from it (flagproxy/sync/spool.py); workers follow
+(flagproxy/instance/follower.py). What a worker must ask the leader (the edge's token validations) goes
+over the folder's unix socket (flagproxy/instance/channel.py).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import shutil
 import stat
 import tempfile
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from flagproxy.sync.publication import Publication
@@ -50,6 +54,8 @@ class Instance:
         self.private = private  # no later instance will look here: removed whole
         self.publication = Publication(directory)
         self.spool = UsageSpool(directory)
+        # Where a worker asks the leader (flagproxy/instance/channel.py).
+        self.channel_path = os.path.join(directory, "leader.sock")
         # Every process's Prometheus samples (flagproxy/http/series.py): emptied at start, so an
         # instance's counters start from zero.
         self.series_directory = os.path.join(directory, "prometheus")
@@ -104,8 +110,13 @@ def _make_private(directory: str) -> None:
 
 def instance_directory(settings: ProxySettings) -> str:
     """`$TMPDIR/flagproxy-instance-<serviceAppName>-<port>`: where `flagproxy proxy` keeps its instance."""
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", settings.service_app_name)
-    return os.path.join(tempfile.gettempdir(), f"flagproxy-instance-{safe}-{settings.port}")
+    return named_instance_directory(settings.service_app_name, settings.port)
+
+
+def named_instance_directory(name: str, port: int) -> str:
+    """`$TMPDIR/flagproxy-instance-<name>-<port>`: one folder per product's app name and port."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)
+    return os.path.join(tempfile.gettempdir(), f"flagproxy-instance-{safe}-{port}")
 
 
 def stop_sync(sync: Any, instance: Instance) -> Any:
@@ -189,15 +200,32 @@ def build_sync(settings: ProxySettings, instance: Instance, logger: Any, log_war
     )
 
 
-class LeaderThread:
-    """The sync of a multi-worker instance, on an event loop of its own in the main process."""
+class ProxyLeader:
+    """The proxy's leader: its SyncService, stopped with `stop_sync`."""
 
     def __init__(self, settings: ProxySettings, instance: Instance, logger: Any) -> None:
-        self.settings = settings
+        self.sync = build_sync(settings, instance, logger, log_warnings=False)
         self.instance = instance
+
+    async def start(self) -> None:
+        await self.sync.start()
+
+    async def stop(self) -> None:
+        await stop_sync(self.sync, self.instance)
+
+
+class LeaderThread:
+    """The leader of a multi-worker instance, on an event loop of its own in the main process.
+
+    `build()` (called on that loop's thread) makes the leader: an object with `async start()`, which
+    returns once what workers need first is published (the backup), and `async stop()`, which sends the
+    workers' last usage."""
+
+    def __init__(self, build: Callable[[], Any], logger: Any) -> None:
+        self.build = build
         self.logger = logger
         self.loop = asyncio.new_event_loop()
-        self.sync: Any = None
+        self.leader: Any = None
         self._thread = threading.Thread(target=self._run, name="flagproxy-sync", daemon=True)
         self._started = threading.Event()
 
@@ -206,11 +234,22 @@ class LeaderThread:
         self._thread.start()
         self._started.wait(timeout)
 
+    def attach(self, app: Any) -> None:
+        """Run with Sanic's main process: started before the first worker, stopped after the last."""
+
+        @app.main_process_start
+        def start_leader(*_: Any) -> None:
+            self.start()
+
+        @app.main_process_stop
+        def stop_leader(*_: Any) -> None:
+            self.stop()  # every worker has finished: their last counts are in the spool
+
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
         try:
-            self.sync = build_sync(self.settings, self.instance, self.logger, log_warnings=False)
-            self.loop.run_until_complete(self.sync.start())
+            self.leader = self.build()
+            self.loop.run_until_complete(self.leader.start())
         except Exception as exc:  # the workers keep serving what was published; say why nothing new comes
             self.logger.error(f"The upstream sync could not start: {exc!r}")
         finally:
@@ -221,8 +260,8 @@ class LeaderThread:
         """Stop polling, send the workers' last usage counts, close the upstream connections."""
         if not self._thread.is_alive():
             return
-        if self.sync is not None:
-            stopping = asyncio.run_coroutine_threadsafe(stop_sync(self.sync, self.instance), self.loop)
+        if self.leader is not None:
+            stopping = asyncio.run_coroutine_threadsafe(self.leader.stop(), self.loop)
             with contextlib.suppress(Exception):
                 stopping.result(timeout)
         self.loop.call_soon_threadsafe(self.loop.stop)

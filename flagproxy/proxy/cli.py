@@ -117,7 +117,13 @@ def serve(settings: ProxySettings, options: dict[str, Any], workers: int) -> int
     from flagproxy.http.logger import make_logger
     from flagproxy.http.serving import StoppingHttpProtocol, defer_stop_signals
     from flagproxy.http.serving import serve as run_workers
-    from flagproxy.instance.leader import Instance, InstanceFolderError, LeaderThread, instance_directory
+    from flagproxy.instance.leader import (
+        Instance,
+        InstanceFolderError,
+        LeaderThread,
+        ProxyLeader,
+        instance_directory,
+    )
 
     logger = make_logger(settings.logger, settings.log_level, settings.use_json_logger)
     for warning in settings.warnings:
@@ -139,15 +145,7 @@ def serve(settings: ProxySettings, options: dict[str, Any], workers: int) -> int
         loader = AppLoader(factory=partial(_worker_app, options, directory, os.getpid()))
     app = loader.load()
     if instance is not None:
-        leader = LeaderThread(settings, instance, logger)
-
-        @app.main_process_start
-        def start_sync(*_: Any) -> None:
-            leader.start()
-
-        @app.main_process_stop
-        def stop_sync(*_: Any) -> None:
-            leader.stop()  # every worker has finished: their last counts are in the spool
+        LeaderThread(partial(ProxyLeader, settings, instance, logger), logger).attach(app)
 
     app.prepare(
         host=settings.host,

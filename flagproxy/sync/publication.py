@@ -39,10 +39,13 @@ class Published:
 
 
 class Publication:
-    def __init__(self, directory: str) -> None:
+    """`name`: the file's name in the folder. The proxy publishes one document (`snapshot.json`); the edge
+    one per feed (flagproxy/edge/feeds.py), each with its own file, revisions and upstream check time."""
+
+    def __init__(self, directory: str, name: str = DOCUMENT) -> None:
         self.directory = directory
-        self.path = os.path.join(directory, DOCUMENT)
-        self.checked_path = os.path.join(directory, CHECKED)
+        self.path = os.path.join(directory, name)
+        self.checked_path = os.path.join(directory, CHECKED if name == DOCUMENT else f"{name}.{CHECKED}")
         self.revision = 0  # the leader's count; a restarted leader goes on from the file's
 
     # ---- the leader ---------------------------------------------------------------------------------

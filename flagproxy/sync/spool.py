@@ -18,6 +18,7 @@ import itertools
 import os
 import secrets
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -38,13 +39,17 @@ class UsageSpool:
 
     def hand_off(self, counts: UsageCounts) -> None:
         """Write `counts` for the leader (nothing if empty)."""
-        if not counts:
-            return
+        if counts:
+            self.hand_off_document({"toggles": counts.as_toggles(), "dropped": counts.dropped})
+
+    def hand_off_document(self, document: dict[str, Any]) -> None:
+        """Write one hand-off of any product's usage (JSON) for the leader: the proxy's counts
+        (`hand_off`), the edge's per-environment counts and registrations (flagproxy/edge/metrics.py)."""
         name = f"{self._prefix}-{next(self._numbers)}{SUFFIX}"
         fd, temporary = tempfile.mkstemp(prefix=".usage-", dir=self.directory)
         try:
             with os.fdopen(fd, "wb") as file:
-                file.write(orjson.dumps({"toggles": counts.as_toggles(), "dropped": counts.dropped}))
+                file.write(orjson.dumps(document))
             os.replace(temporary, os.path.join(self.directory, name))
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
@@ -53,6 +58,15 @@ class UsageSpool:
 
     def collect(self, collector: UsageCollector) -> int:
         """Move every handed-off file into `collector`'s bucket; returns how many there were."""
+
+        def take(handed: dict[str, Any]) -> None:
+            collector.counts.merge(handed["toggles"])
+            collector.counts.dropped += handed["dropped"]
+
+        return self.collect_documents(take)
+
+    def collect_documents(self, take: Callable[[dict[str, Any]], None]) -> int:
+        """Hand every handed-off document to `take`, deleting its file first; how many there were."""
         try:
             names = sorted(n for n in os.listdir(self.directory) if n.endswith(SUFFIX))
         except FileNotFoundError:
@@ -67,6 +81,5 @@ class UsageSpool:
                 os.unlink(path)
             except (FileNotFoundError, orjson.JSONDecodeError):
                 continue
-            collector.counts.merge(handed["toggles"])
-            collector.counts.dropped += handed["dropped"]
+            take(handed)
         return len(names)

@@ -167,3 +167,27 @@ def test_an_instance_folder_someone_else_owns_is_refused(tmp_path):
     os.chown(foreign, 4242, 4242)  # the tests run as root (CI too): any other user will do
     with pytest.raises(InstanceFolderError, match="owned by user 4242"):
         Instance.create(str(foreign))
+
+
+def test_a_worker_asks_the_leader_over_the_folder_socket_even_from_a_long_path(tmp_path):
+    from flagproxy.instance.channel import ChannelServer, ChannelUnavailable, ask
+
+    folder = tmp_path / ("deep-" * 20)  # past the 107 bytes a unix socket path may have
+    folder.mkdir()
+    path = str(folder / "leader.sock")
+    assert len(path) > 107
+
+    async def scenario() -> None:
+        async def double(question):
+            return {"twice": question["n"] * 2}
+
+        server = ChannelServer(path, double, Log())
+        await server.start()
+        assert (os.stat(path).st_mode & 0o777) == 0o600
+        answers = await asyncio.gather(*(ask(path, {"n": n}, 5) for n in range(5)))
+        assert [a["twice"] for a in answers] == [0, 2, 4, 6, 8]
+        await server.stop()
+        with pytest.raises(ChannelUnavailable):
+            await ask(path, {"n": 1}, 5)  # no leader: a clear exception, never a hang
+
+    asyncio.run(scenario())
