@@ -66,6 +66,28 @@ LAST_FAILURE = (
 CONTENT_TYPE = "text/plain; charset=utf-8; version=0.0.4"
 
 
+class WriteTrouble:
+    """Whether writing the series fails, said once when it starts and once when it ends: a full disk would
+    otherwise put a line in the log at every flush (four a second), burying everything else."""
+
+    def __init__(self, logger: Any) -> None:
+        self.logger = logger
+        self.failing = False
+
+    def failed(self, exc: BaseException) -> None:
+        if not self.failing and self.logger is not None:
+            self.logger.error(
+                f"Writing the Prometheus series failed: {exc!r}; counting on in memory and retrying at "
+                "every flush (said once until it succeeds)"
+            )
+        self.failing = True
+
+    def succeeded(self) -> None:
+        if self.failing and self.logger is not None:
+            self.logger.info("Writing the Prometheus series works again; nothing counted was lost")
+        self.failing = False
+
+
 class Cell:
     """One sample of this process: counted in memory, written to the process's file on flush."""
 
@@ -106,7 +128,11 @@ class SeriesFile:
         for cell in self.cells:
             if cell.value != cell.written:
                 value = cell.value
-                file.write_value(cell.key, value, 0.0)
+                try:
+                    file.write_value(cell.key, value, 0.0)
+                except Exception:
+                    _keep_growable(file)
+                    raise
                 cell.written = value
 
     def close(self) -> None:
@@ -114,6 +140,16 @@ class SeriesFile:
         if self.file is not None:
             self.file.close()
             self.file = None
+
+
+def _keep_growable(file: MmapedDict) -> None:
+    """After a failed write: prometheus_client doubles the capacity it records before it grows the file,
+    and keeps the doubled figure when growing fails (a full disk), so every later new sample would be
+    written past the end of what is mapped and fail for good, even once there is room again. Putting the
+    figure back to the mapped size makes the next flush grow the file again."""
+    mapped = getattr(file, "_m", None)
+    if mapped is not None and hasattr(file, "_capacity"):
+        file._capacity = len(mapped)
 
 
 Handler = Callable[..., Awaitable[Any]]
@@ -168,6 +204,7 @@ class RequestSeries:
     def __init__(self, enabled: bool, logger: Any = None) -> None:
         self.enabled = enabled
         self.logger = logger
+        self.trouble = WriteTrouble(logger)
         self.counters = SeriesFile("counter")
         self.histograms = SeriesFile("histogram")
         self.directory: str | None = None
@@ -261,8 +298,9 @@ class RequestSeries:
             try:
                 self.flush()
             except Exception as exc:  # a full disk: the counts stay in the cells, the next flush retries
-                if self.logger is not None:
-                    self.logger.error(f"Writing the Prometheus series failed: {exc!r}")
+                self.trouble.failed(exc)
+            else:
+                self.trouble.succeeded()
 
     def flush(self) -> None:
         for series in self._routes.values():

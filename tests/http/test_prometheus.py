@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import time
 from typing import Any
@@ -200,3 +201,38 @@ def test_metrics_batches_sent_and_failed(proxy_factory, upstream: StubUpstream):
     upstream.post_status = 503
     assert proxy.post("/proxy", named, key=KEY)[0] == 200
     wait_until(lambda: batches("failed") >= 1, 10, "no batch counted as failed")
+
+
+def test_a_failing_series_write_is_said_once_and_its_end_once(launch, upstream: StubUpstream):
+    """A full disk, as the kernel refuses it: the proxy's file-size limit (RLIMIT_FSIZE, set on the running
+    process; CPython ignores SIGXFSZ) below what the series file must grow to for thousands of new per-flag
+    series. Every flush fails until the limit is lifted; the log says so once, then once that it works
+    again, and no count is lost."""
+    names = [f"flag-{i:04d}-" + "x" * 300 for i in range(3000)]  # > 1 MiB of series keys: the file grows
+    upstream.payload = {
+        "version": 2,
+        "features": [{"name": n, "enabled": True, "strategies": [{"name": "default"}]} for n in names],
+    }
+    process = launch(proxy_env(upstream, SERVICE_METRICS_INTERVAL="0", LOG_LEVEL="info"))  # one process
+    process.wait_ready()
+    pid = process.popen.pid
+    _, hard = resource.prlimit(pid, resource.RLIMIT_FSIZE)
+    resource.prlimit(pid, resource.RLIMIT_FSIZE, (1 << 20, hard))
+    for start in range(0, len(names), 200):  # bodies under the proxy's limit
+        toggles = {name: {"yes": 1, "no": 2} for name in names[start : start + 200]}
+        bucket = {"start": "2024-01-01T00:00:00.000Z", "stop": "2024-01-01T00:01:00.000Z", "toggles": toggles}
+        body = json.dumps({"appName": "a", "instanceId": "i", "bucket": bucket})
+        status, _, _ = fetch(process.port, "POST", "/proxy/client/metrics", body=body,
+                             headers={"Authorization": KEY, "Content-Type": "application/json"})  # fmt: skip
+        assert status == 200
+    seen = process.read_until("Writing the Prometheus series failed")
+    time.sleep(2.5)  # ten flushes, every one failing
+    resource.prlimit(pid, resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, hard))
+    seen += process.read_until("Writing the Prometheus series works again")
+    _, samples = scrape(process.port)
+    assert value(samples, "flagproxy_toggle_usage_total", toggle=names[-1], result="no") == 2
+    stdout, stderr = process.stop(signal.SIGTERM)
+    seen += stdout + stderr
+    assert process.popen.returncode == 0, stderr
+    assert seen.count("Writing the Prometheus series failed") == 1, seen[-3000:]
+    assert seen.count("Writing the Prometheus series works again") == 1
