@@ -66,6 +66,10 @@ def add_routes(edge: Any, root: str, methods: list[str]) -> None:
             "# HELP edge_token_validation_requests_total Calls to the upstream's /edge/validate.",
             "# TYPE edge_token_validation_requests_total counter",
             f"edge_token_validation_requests_total {edge.validator.upstream_calls}",
+            "# HELP edge_token_full_checks_total Requests whose token was checked in full (first sight,"
+            " a refusal, no data yet); a token that passed before takes one lookup and is not counted.",
+            "# TYPE edge_token_full_checks_total counter",
+            f"edge_token_full_checks_total {edge.gate.full_checks}",
             "# HELP edge_features_last_update_ms When each scope's flags last changed (epoch ms).",
             "# TYPE edge_features_last_update_ms gauge",
         ]

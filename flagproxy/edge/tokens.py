@@ -1,17 +1,23 @@
-"""Unleash tokens as Edge reads them: `project:environment.secret`, `*:env.secret`, `[]:env.secret`.
+"""Tokens as Edge keeps them: what a token's text states, what the upstream said, how it may be used.
 
-A token's text says its environment and (unless `[]`) its project; the upstream's answer to
-`/edge/validate` says its type and its full project list. Secrets are never logged or shown whole:
-`masked()` keeps what is before the dot. The token cache is keyed by a SHA-256 digest of the secret
-(`token_key`), so finding a token is a hash lookup and never a comparison of secret bytes.
+A token's text says its environment and (unless `[]`) its project (flagproxy/tokens.py reads it, the
+same rule as the server's); the upstream's answer to `/edge/validate` says its type and its full project
+list. Secrets are never logged or shown whole (`masked`). The token cache is keyed by the SHA-256 digest
+of the secret (`token_key`), so finding a token is a hash lookup and never a comparison of secret bytes.
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, replace
 
-ALL_PROJECTS = "*"
+from flagproxy.tokens import ALL_PROJECTS, digest, parse_scope, strip_bearer
+
+# The shared rules, named as edge's modules know them (explicit re-exports).
+from flagproxy.tokens import TokenFormatError as TokenFormatError
+from flagproxy.tokens import masked as masked
+
+token_key = digest  # the key of edge's token cache: the secret's SHA-256
+
 # Validation states, Edge's names.
 VALIDATED = "validated"
 INVALID = "invalid"
@@ -22,23 +28,6 @@ CLIENT = "client"
 FRONTEND = "frontend"
 ADMIN = "admin"
 _TYPE_NAMES = {"client": CLIENT, "backend": CLIENT, "frontend": FRONTEND, "admin": ADMIN}
-
-
-class TokenFormatError(ValueError):
-    """Not `<project>:<environment>.<secret>` (nor, where allowed, `<secret>@<environment>`)."""
-
-
-def token_key(secret: str) -> bytes:
-    return hashlib.sha256(secret.encode("utf-8", "surrogateescape")).digest()
-
-
-def masked(secret: str) -> str:
-    """`default:development.****`: enough to recognise a token in a log, not to use it."""
-    scope, dot, _ = secret.partition(".")
-    if dot and ":" in scope:
-        return f"{scope}.****"
-    at = secret.rfind("@")
-    return f"****@{secret[at + 1 :]}" if at > 0 else "****"
 
 
 @dataclass(frozen=True)
@@ -86,25 +75,27 @@ class EdgeToken:
 
 def parse_token(text: str) -> EdgeToken:
     """Edge's `from_trimmed_str`: the environment and project a token's text states."""
-    secret = text.strip()
-    scope, dot, rest = secret.partition(".")
-    project, colon, environment = scope.partition(":")
-    if not (dot and colon and project and environment and rest) or ":" in environment:
-        raise TokenFormatError("not <project>:<environment>.<secret>")
-    projects: tuple[str, ...] = () if project == "[]" else (project,)
-    return EdgeToken(secret=secret, environment=environment, projects=projects)
+    projects, environment = parse_scope(text)
+    return EdgeToken(secret=text.strip(), environment=environment, projects=projects)
+
+
+def request_secret(header: str | None) -> str:
+    """The token of a request's Authorization header (`Bearer ` or not); "" when there is none."""
+    return strip_bearer(header) if header else ""
 
 
 def parse_pretrusted(text: str) -> EdgeToken:
-    """A PRETRUSTED_TOKENS entry: a full token, or a legacy Node-proxy key `secret@environment`, both
-    trusted as frontend tokens for every project of their environment without asking the upstream."""
+    """A PRETRUSTED_TOKENS entry, trusted as a frontend token without asking the upstream: a full token
+    (its own scope; `[]` as every project), or a Node proxy's key as `<key>@<environment>`, which callers
+    keep sending as `Authorization: <key>` (the secret is the text before the last `@`, as Edge's
+    `parse_legacy_token` keys it) and which reads every project of that environment."""
     try:
         token = parse_token(text)
     except TokenFormatError:
         secret, at, environment = text.strip().rpartition("@")
         if not (at and secret and environment):
             raise TokenFormatError("neither a token nor <secret>@<environment>") from None
-        token = EdgeToken(secret=text.strip(), environment=environment, projects=(ALL_PROJECTS,))
+        token = EdgeToken(secret=secret, environment=environment, projects=(ALL_PROJECTS,))
     projects = token.projects or (ALL_PROJECTS,)
     return replace(token, projects=projects, type=FRONTEND, status=TRUSTED)
 

@@ -14,8 +14,6 @@ cannot read the CSRF cookie to copy it into a header.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from sanic import Request
 
 from flagproxy.server.errors import AuthenticationRequired, NoAccess
@@ -25,7 +23,7 @@ from flagproxy.server.storage import features as feature_rows
 from flagproxy.server.storage import people
 from flagproxy.server.storage import tokens as token_rows
 from flagproxy.server.storage.database import Tx
-from flagproxy.server.tokens import ApiToken, strip_bearer
+from flagproxy.tokens import hex_digest, strip_bearer
 
 SESSION_COOKIE = "flagproxy_session"
 CSRF_COOKIE = "flagproxy_csrf"
@@ -45,16 +43,6 @@ def required_token_type(path: str) -> str | None:
         if path == prefix or path.startswith(prefix + "/"):
             return token_type
     return None
-
-
-def _expired(token: ApiToken) -> bool:
-    if not token.expires_at:
-        return False
-    try:
-        expires = datetime.fromisoformat(token.expires_at.replace("Z", "+00:00"))
-    except ValueError:
-        return False
-    return expires <= datetime.now(UTC)
 
 
 def route_name(request: Request) -> str | None:
@@ -111,7 +99,7 @@ def _admin_caller(tx: Tx, request: Request) -> Caller:
                 raise AuthenticationRequired("The personal access token you sent is unknown or has expired.")
             return Caller(user=user, via="personal-token")
         api_token = token_rows.find(tx, secret)
-        if api_token is None or _expired(api_token):
+        if api_token is None or api_token.expired:
             raise AuthenticationRequired("The API token you sent is unknown or has expired.")
         if api_token.type != "admin":
             raise NoAccess(
@@ -135,7 +123,7 @@ def check_csrf(request: Request, caller: Caller) -> None:
     if caller.via != "session" or request.method in SAFE_METHODS:
         return
     presented = request.headers.get(CSRF_HEADER, "")
-    if not presented or people.digest(presented) != caller.csrf_hash:
+    if not presented or hex_digest(presented) != caller.csrf_hash:
         raise NoAccess(
             f"A change made with a session cookie must carry the session's CSRF token in {CSRF_HEADER}"
             f" (the {CSRF_COOKIE} cookie set at sign-in)."
@@ -180,7 +168,7 @@ async def authenticate(request: Request) -> None:
         )
     with request.app.ctx.db.transaction(read_only=True) as tx:
         token = token_rows.find(tx, secret)
-    if token is None or _expired(token):
+    if token is None or token.expired:
         raise AuthenticationRequired("The API token you sent is unknown or has expired.")
     if token.type != token_type:
         raise NoAccess(

@@ -5,17 +5,19 @@
                                            `[]` = several projects (listed on the token)
     frontend  same format                  the frontend API (/api/frontend)
 
-A `backend` token (Unleash's newer name for client) is stored as `client`, as Unleash lists it.
+A `backend` token (Unleash's newer name for client) is stored as `client`, as Unleash lists it. How a
+token's text is read, hashed and taken from a header, and when it has expired, is flagproxy/tokens.py's
+rule, the same as edge's.
 """
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from dataclasses import dataclass, field
 
+from flagproxy.tokens import ALL_PROJECTS, TokenFormatError, expired, parse_scope
+
 TOKEN_TYPES = ("admin", "client", "frontend")
-ALL_PROJECTS = "*"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,8 +35,9 @@ class ApiToken:
     def all_projects(self) -> bool:
         return ALL_PROJECTS in self.projects
 
-    def allows_project(self, project: str) -> bool:
-        return self.all_projects or project in self.projects
+    @property
+    def expired(self) -> bool:
+        return expired(self.expires_at)
 
     def to_json(self) -> dict[str, object]:
         """The token as `GET /api/admin/api-tokens` lists it (Unleash's apiTokenSchema)."""
@@ -54,19 +57,6 @@ class ApiToken:
         }
 
 
-def secret_hash(secret: str) -> str:
-    """Tokens are looked up by this hash, so no comparison on the secret itself can leak timing."""
-    return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def strip_bearer(header: str) -> str:
-    """Unleash accepts `Authorization: <secret>` and `Authorization: Bearer <secret>`."""
-    header = header.strip()
-    if header[:7].lower() == "bearer ":
-        return header[7:].strip()
-    return header
-
-
 def new_secret(projects: tuple[str, ...], environment: str) -> str:
     """`<project>:<env>.<56 hex>` as Unleash makes them; several projects show as `[]`."""
     prefix = projects[0] if len(projects) == 1 else "[]"
@@ -78,14 +68,16 @@ def parse_init_token(secret: str, token_type: str) -> tuple[tuple[str, ...], str
 
     Raises ValueError with a message fit for the operator when the entry is not in Unleash's format.
     """
-    scope, dot, rest = secret.partition(".")
-    project, colon, environment = scope.partition(":")
-    if not (dot and colon and project and environment and rest):
-        raise ValueError(f"{token_type} token {secret!r} is not in the form <project>:<environment>.<secret>")
-    if project == "[]":
+    try:
+        projects, environment = parse_scope(secret)
+    except TokenFormatError:
+        raise ValueError(
+            f"{token_type} token {secret!r} is not in the form <project>:<environment>.<secret>"
+        ) from None
+    if not projects:
         raise ValueError(f"{token_type} token {secret!r}: `[]` cannot say which projects it covers")
     if token_type == "admin":
         return (ALL_PROJECTS,), "*"
     if environment == "*":
         raise ValueError(f"{token_type} token {secret!r} must name one environment")
-    return (project,), environment
+    return projects, environment

@@ -148,14 +148,52 @@ def test_dynamic_without_start_up_tokens(stub: CountingUpstream, started: list[E
 
 
 def test_pretrusted_tokens_are_never_asked_about(stub: CountingUpstream, started: list[EdgeProcess]) -> None:
-    legacy = "node-proxy-key@development"
-    process = start(started, stub, "--pretrusted-tokens", f"{legacy},*:development.trusted-frontend")
-    for token in (legacy, "*:development.trusted-frontend"):
+    """PRETRUSTED_TOKENS as a Node-proxy user sets it: `<key>@<environment>` entries are sent as the
+    key alone (the text before the last `@`, so a key may hold an `@`), full tokens as written."""
+    trusted = "node-proxy-key@development,team@example.com@development,*:development.trusted-frontend"
+    process = edge(stub.url, [DEV_CLIENT], env={"PRETRUSTED_TOKENS": trusted})
+    started.append(process)
+    process.wait_ready()
+    for token in (
+        "node-proxy-key",
+        "team@example.com",
+        "Bearer node-proxy-key",
+        "*:development.trusted-frontend",
+    ):
         status, _, body = process.get("/api/frontend", token)
-        assert status == 200 and flag_names(body) == {"dev-flag"}
-        assert token not in stub.asked
-    assert process.get("/api/client/features", legacy)[0] == 403  # a frontend key, not a client token
-    assert process.get("/api/frontend", "node-proxy-key@production")[0] == 403
+        assert status == 200 and flag_names(body) == {"dev-flag"}, (token, status)
+    assert not {"node-proxy-key", "team@example.com", "*:development.trusted-frontend"} & set(stub.asked)
+    assert (
+        process.get("/api/client/features", "node-proxy-key")[0] == 403
+    )  # a frontend key, not a client token
+    # The entry's whole text is not the key, nor is the key with another environment.
+    for sent in ("node-proxy-key@development", "node-proxy-key@production", "team@example.com@development"):
+        assert process.get("/api/frontend", sent)[0] == 403, sent
+    described = orjson.loads(process.get("/internal-backstage/tokens")[2])["tokens"]
+    assert "node-proxy-key" not in str(described) and "team@example.com" not in str(described)
+
+
+def _full_checks(process: EdgeProcess) -> int:
+    text = process.get("/internal-backstage/metrics")[2].decode()
+    return int(
+        next(line for line in text.splitlines() if line.startswith("edge_token_full_checks_total ")).split()[
+            1
+        ]
+    )
+
+
+def test_a_bearer_token_takes_the_one_lookup_path(stub: CountingUpstream, started: list[EdgeProcess]) -> None:
+    """`Authorization: Bearer <token>` is the same token as `<token>`: once it has passed, neither form
+    is checked in full again (the fast path used to hash the raw header, so Bearer callers never took it)."""
+    process = start(started, stub)
+    for path, token in (("/api/frontend", DEV_FRONTEND), ("/api/client/features", DEV_CLIENT)):
+        assert process.get(path, f"Bearer {token}")[0] == 200
+        before = _full_checks(process)
+        for sent in (f"Bearer {token}", f"bearer {token}", token) * 5:
+            assert process.get(path, sent)[0] == 200
+        assert _full_checks(process) == before, path
+        assert process.get(path, "Bearer *:development.unknown-secret")[0] == 403
+        assert _full_checks(process) == before + 1  # a refusal is checked in full: the counter counts
 
 
 def test_no_secret_reaches_the_log(stub: CountingUpstream, started: list[EdgeProcess]) -> None:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import re
+import sqlite3
 from urllib.parse import quote
 
+import psycopg
+
+from flagproxy.tokens import hex_digest
 from tests.server.harness import (
     ADMIN_TOKEN,
     CLIENT_TOKEN,
@@ -12,6 +16,7 @@ from tests.server.harness import (
     FRONTEND_TOKEN,
     PROD_CLIENT_TOKEN,
     Api,
+    ServerProcess,
     assert_error,
     unique,
 )
@@ -79,6 +84,37 @@ def test_expired_tokens_are_unknown(api: Api) -> None:
     for moment in ("9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+14:00", "tomorrow"):
         refused = api.post("/api/admin/api-tokens", {"tokenName": "t", "type": "client", "expiresAt": moment})
         assert_error(refused, 400, "ValidationError", "expiresAt")
+
+
+def _set_stored_expiry(server: ServerProcess, secret: str, expires_at: str) -> None:
+    """Write a token row's expiry behind the server's back, as a hand edit or another tool could."""
+    if "DATABASE_URL" in server.env:
+        with psycopg.connect(server.env["DATABASE_URL"], autocommit=True) as connection:
+            sql = "UPDATE api_tokens SET expires_at = %s WHERE secret_hash = %s"
+            assert connection.execute(sql, (expires_at, hex_digest(secret))).rowcount == 1
+    else:
+        with sqlite3.connect(server.env["DATABASE_PATH"]) as connection:
+            sql = "UPDATE api_tokens SET expires_at = ? WHERE secret_hash = ?"
+            assert connection.execute(sql, (expires_at, hex_digest(secret))).rowcount == 1
+
+
+def test_an_expiry_that_cannot_be_read_has_passed(server: ServerProcess, api: Api) -> None:
+    """One fail-closed rule for every credential: an API token whose stored expiry cannot be read is
+    refused on every route family and by /edge/validate, as a personal access token's already was."""
+    client, frontend = (
+        api.post("/api/admin/api-tokens", {"tokenName": unique("t"), "type": kind}).json()["secret"]
+        for kind in ("client", "frontend")
+    )
+    assert api.get("/api/client/features", token=client).status == 200
+    assert api.get("/api/frontend", token=frontend).status == 200
+    for secret in (client, frontend):
+        _set_stored_expiry(server, secret, "not a date")
+    assert_error(api.get("/api/client/features", token=client), 401, "AuthenticationRequired")
+    assert_error(api.get("/api/frontend", token=frontend), 401, "AuthenticationRequired")
+    assert api.post("/edge/validate", {"tokens": [client, frontend]}, token=None).json()["tokens"] == []
+    # An expiry written without an offset is read as UTC (the server writes UTC), not refused.
+    _set_stored_expiry(server, client, "2999-01-01T00:00:00")
+    assert api.get("/api/client/features", token=client).status == 200
 
 
 def test_create_client_token_in_unleash_format(api: Api) -> None:

@@ -10,8 +10,9 @@ from flagproxy.server.errors import ValidationFailed
 from flagproxy.server.routes.client import segments_by_reference
 from flagproxy.server.settings import ServerSettings, SettingsError
 from flagproxy.server.storage.catalog import Catalog
-from flagproxy.server.tokens import new_secret, parse_init_token, secret_hash, strip_bearer
+from flagproxy.server.tokens import new_secret, parse_init_token
 from flagproxy.server.validation import field_path
+from flagproxy.tokens import hex_digest, strip_bearer
 
 
 def test_settings_from_env_and_argv() -> None:
@@ -42,7 +43,7 @@ def test_secrets_and_headers() -> None:
     assert new_secret(("default",), "development").startswith("default:development.")
     assert new_secret(("a", "b"), "production").startswith("[]:production.")
     assert len(new_secret(("*",), "x").split(".", 1)[1]) == 56
-    assert secret_hash("a") != secret_hash("b") and len(secret_hash("a")) == 64
+    assert hex_digest("a") != hex_digest("b") and len(hex_digest("a")) == 64
     assert strip_bearer("Bearer abc ") == "abc" and strip_bearer("abc") == "abc"
 
 

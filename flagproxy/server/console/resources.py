@@ -16,7 +16,7 @@ from flagproxy.server.storage import projects as project_rows
 from flagproxy.server.storage import segments as segment_rows
 from flagproxy.server.storage import tokens as token_rows
 from flagproxy.server.storage.catalog import decode_segment
-from flagproxy.server.tokens import secret_hash
+from flagproxy.tokens import hex_digest
 
 bp = Blueprint("console_resources")
 TOKEN_LIST_ROUTE = "api_tokens.list_tokens"  # the admin API's route whose rule the tokens page follows
@@ -43,7 +43,7 @@ async def tokens(request: Request) -> HTTPResponse:
     with request.app.ctx.db.transaction(read_only=True) as tx:
         # No secret in the page: a masked prefix to tell tokens apart and the digest revoke names it by.
         shown = [
-            {**_shown(t.to_json()), "masked": _masked(t.secret), "digest": secret_hash(t.secret)}
+            {**_shown(t.to_json()), "masked": _masked(t.secret), "digest": hex_digest(t.secret)}
             for t in token_rows.all_tokens(tx)
         ]
         environments = project_rows.environments(tx)

@@ -13,7 +13,6 @@ from pydantic import Field, StrictStr
 from sanic import Blueprint, HTTPResponse, Request
 from sanic_ext import openapi
 
-from flagproxy.server.auth import _expired
 from flagproxy.server.clock import now_iso
 from flagproxy.server.routes.client import application_row, record_usage
 from flagproxy.server.routes.common import empty, json_response, transaction
@@ -56,7 +55,7 @@ async def validate(request: Request, body: ValidateBody) -> HTTPResponse:
     with transaction(request) as tx:
         for secret in dict.fromkeys(body.tokens):
             token = token_rows.find(tx, secret)
-            if token is None or _expired(token) or token.type == "admin":
+            if token is None or token.expired or token.type == "admin":
                 continue
             valid.append(
                 {

@@ -2,7 +2,8 @@
 
 Every secret here (a session id, its CSRF token, a personal access token, an invite link) is stored as
 its SHA-256 and looked up by it: the database never holds one, and no comparison on a secret can leak
-timing. A secret is shown once, when it is made.
+timing. A secret is shown once, when it is made. Digests and expiry are flagproxy/tokens.py's rules (an
+expiry that cannot be read has passed), the same as for API tokens.
 """
 
 from __future__ import annotations
@@ -14,22 +15,10 @@ from typing import Any
 
 from flagproxy.server.clock import now_iso, to_iso
 from flagproxy.server.storage.database import Row, Tx
+from flagproxy.tokens import expired
+from flagproxy.tokens import hex_digest as digest
 
 USER_COLUMNS = {"name", "email", "email_key", "username", "password_hash", "root_role"}
-
-
-def digest(secret: str) -> str:
-    return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def expired(moment: str | None) -> bool:
-    if not moment:
-        return False
-    try:
-        when = datetime.fromisoformat(moment.replace("Z", "+00:00"))
-    except ValueError:
-        return True
-    return when <= datetime.now(UTC)
 
 
 # ---- users -----------------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ import orjson
 
 from flagproxy.server.clock import now_iso
 from flagproxy.server.storage.database import Row, Tx
-from flagproxy.server.tokens import ApiToken, secret_hash
+from flagproxy.server.tokens import ApiToken
+from flagproxy.tokens import hex_digest as secret_hash
 
 
 def _token(row: Row) -> ApiToken:
