@@ -54,6 +54,13 @@ class NoAccess(ApiError):
     name = "NoAccessError"
 
 
+class InvalidOperation(ApiError):
+    """A change the rules forbid whoever asks (Unleash's InvalidOperationError, also a 403)."""
+
+    status = 403
+    name = "InvalidOperationError"
+
+
 class NotFound(ApiError):
     status = 404
     name = "NotFoundError"

@@ -178,6 +178,13 @@ class CreateProjectBody(Body):
     description: StrictStr | None = None
 
 
+class UpdateProjectBody(Body):
+    """Unleash's updateProjectSchema: the id is the path's; `description` left out stays as it is."""
+
+    name: StrictStr = Field(min_length=1, max_length=200)
+    description: StrictStr | None = None
+
+
 class ToggleCounts(Body):
     yes: Count = 0
     no: Count = 0

@@ -24,6 +24,10 @@ def test_openapi_document_lists_the_routes(api: Api) -> None:
         assert path in paths, path
     body = paths["/api/admin/segments"]["post"]["requestBody"]["content"]["application/json"]
     assert body["schema"]
+    assert {"get", "put", "delete"} <= set(paths["/api/admin/projects/{project_id}"])
+    assert paths["/api/admin/projects/{project_id}"]["put"]["requestBody"]["content"]["application/json"]
+    search = paths["/api/admin/search/events"]["get"]
+    assert {p["name"] for p in search["parameters"]} >= {"limit", "offset"}
 
 
 def test_interactive_page_loads_nothing_from_elsewhere(api: Api) -> None:

@@ -207,6 +207,8 @@ ROUTE_NEEDS: dict[str, Need] = {
     "api_tokens.create_token": Need("CREATE_CLIENT_API_TOKEN"),
     "api_tokens.delete_token": Need("DELETE_CLIENT_API_TOKEN"),
     "projects.create_project": Need("CREATE_PROJECT"),
+    "projects.update_project": Need("UPDATE_PROJECT", _IN_PROJECT),
+    "projects.delete_project": Need("DELETE_PROJECT", _IN_PROJECT),
     "environments.create_environment": Need(ADMIN),
     "environments.environment_on": Need(ADMIN),
     "environments.environment_off": Need(ADMIN),

@@ -39,6 +39,7 @@ def blueprints() -> list[Blueprint]:
         groups.bp,
         access.bp,
         events.bp,
+        events.search,
         tokens.bp,
         projects.bp,
         environments.bp,

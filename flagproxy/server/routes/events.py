@@ -1,5 +1,6 @@
-"""`GET /api/admin/events`: the event log, newest first, paged (`limit`: default 100, at most 1000;
-`offset`)."""
+"""The event log, newest first: `GET /api/admin/events` (`{version, events, totalEvents}`, `limit`: default
+100) and Unleash's event search, `GET /api/admin/search/events` (`{events, total}`, `limit`: default 50), both
+paged with `limit` (at most 1000) and `offset`."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from flagproxy.server.routes.common import json_response, transaction
 from flagproxy.server.storage import events as event_rows
 
 bp = Blueprint("events", url_prefix="/api/admin/events")
+search = Blueprint("event_search", url_prefix="/api/admin/search/events")
+MAX_LIMIT = 1000
 
 
 def _number(request: Request, name: str, default: int, highest: int) -> int:
@@ -26,8 +29,26 @@ def _number(request: Request, name: str, default: int, highest: int) -> int:
 @openapi.summary("The event log, newest first")
 @openapi.tag("Events")
 async def list_events(request: Request) -> HTTPResponse:
-    limit = _number(request, "limit", 100, 1000)
+    shown, total = _page(request, default_limit=100)
+    return json_response({"version": 1, "events": shown, "totalEvents": total})
+
+
+@search.get("")
+@openapi.summary("Search the event log (Unleash's event search): one page, newest first, and the total")
+@openapi.description(
+    "Query `limit` (default 50, at most 1000) and `offset` (default 0): whole numbers, else 400. Answers "
+    "`{events: [{id, type, createdBy, createdAt, project, data}], total}`."
+)
+@openapi.parameter("limit", int, "query")
+@openapi.parameter("offset", int, "query")
+@openapi.tag("Events")
+async def search_events(request: Request) -> HTTPResponse:
+    shown, total = _page(request, default_limit=50)
+    return json_response({"events": shown, "total": total})
+
+
+def _page(request: Request, *, default_limit: int) -> tuple[list[dict[str, object]], int]:
+    limit = _number(request, "limit", default_limit, MAX_LIMIT)
     offset = _number(request, "offset", 0, 2**31)
     with transaction(request) as tx:
-        shown, total = event_rows.page(tx, limit, offset)
-    return json_response({"version": 1, "events": shown, "totalEvents": total})
+        return event_rows.page(tx, limit, offset)

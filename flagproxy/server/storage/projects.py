@@ -48,3 +48,18 @@ def insert_environment(tx: Tx, name: str, env_type: str, sort_order: int, enable
 
 def set_environment_enabled(tx: Tx, name: str, enabled: bool) -> bool:
     return tx.execute("UPDATE environments SET enabled = ? WHERE name = ?", (int(enabled), name)) > 0
+
+
+def update_project(tx: Tx, project_id: str, changes: dict[str, str | None]) -> None:
+    """`changes`: `name` and/or `description`."""
+    tx.update("projects", ("id", project_id), changes, {"name", "description"})
+
+
+def feature_names(tx: Tx, project_id: str, *, archived: bool) -> list[str]:
+    sql = "SELECT name FROM features WHERE project = ? AND archived = ? ORDER BY seq"
+    return [row["name"] for row in tx.all(sql, (project_id, int(archived)))]
+
+
+def delete_project(tx: Tx, project_id: str) -> None:
+    """The project row; its access assignments go with it (ON DELETE CASCADE)."""
+    tx.execute("DELETE FROM projects WHERE id = ?", (project_id,))
