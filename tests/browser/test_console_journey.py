@@ -12,10 +12,10 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import expect
 
-from flagproxy._murmur_py import normalized_hash
 from tests.browser.test_console_flag_page import add_rollout_with_constraint
 from tests.demo.processes import ProxyProcess
 from tests.demo.timing import wait_for_propagation
+from tests.sdk.oracle import sdk_buckets
 from tests.server.harness import PASSWORD, unique
 
 pytestmark = pytest.mark.slow
@@ -28,12 +28,13 @@ def proxy(console, tmp_path) -> Iterator[ProxyProcess]:
     assert started.stop() == 0, (tmp_path / "proxy.log").read_text()
 
 
-def _users(flag: str) -> tuple[str, str]:
-    """A user inside the 30% rollout of `flag` and one outside it (the flag's name is its group)."""
-    buckets = {f"user-{i}": normalized_hash(flag, f"user-{i}", 100) for i in range(200)}
+def _users(flag: str) -> tuple[str, str, int]:
+    """A user inside the 30% rollout of `flag`, one outside it (the flag's name is its group), and the
+    inside one's bucket, as the official Node SDK computes them."""
+    buckets = sdk_buckets(flag, (f"user-{i}" for i in range(200)))
     inside = next(user for user, bucket in buckets.items() if bucket <= 30)
     outside = next(user for user, bucket in buckets.items() if bucket > 30)
-    return inside, outside
+    return inside, outside, buckets[inside]
 
 
 def _proxy_says(proxy: ProxyProcess, flag: str, user: str, country: str) -> bool:
@@ -46,7 +47,7 @@ def _proxy_says(proxy: ProxyProcess, flag: str, user: str, country: str) -> bool
 
 def test_the_whole_journey(console, browser, proxy):
     flag = unique("journey")
-    inside, outside = _users(flag)
+    inside, outside, bucket = _users(flag)
 
     # An Admin signs in and creates a flag in the default project.
     admin, admin_errors = browser.page()
@@ -107,7 +108,6 @@ def test_the_whole_journey(console, browser, proxy):
     row = colleague.locator(f"#playground-results tr[data-flag='{flag}']")
     expect(row.locator("[data-answer]")).to_have_text("on")
     assert row.locator("[data-reason]").inner_text() == "strategy 1 (flexibleRollout) matched"
-    bucket = normalized_hash(flag, inside, 100)
     assert f"bucket {bucket} of 100" in row.locator("[data-condition]").inner_text()
     assert "context value NO → true" in row.locator(".explain li").first.inner_text()
     console.shot(colleague, "journey-7-playground")

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from flagproxy._murmur_py import normalized_hash
+from flagproxy import _murmur_py
 from flagproxy.compiler.model import VARIANT_SEED
 from flagproxy.evaluator import CACHE_NEVER, CACHE_SNAPSHOT
 from flagproxy.snapshot import compile_snapshot
-from tests.conftest import COMPILED_AVAILABLE
 from tests.reference import recorded_body, sample_payload
+from tests.sdk.oracle import MURMUR3_VECTORS, PUBLISHED_BUCKETS, sdk_buckets
 
 
 def flag(name: str = "f", strategies: Any = None, **extra: Any) -> dict[str, Any]:
@@ -124,9 +124,8 @@ def test_a_rollout_that_is_not_a_plain_integer_never_matches(implementation: str
 
 def test_flexible_rollout_without_group_hashes_with_the_flag_name(implementation: str) -> None:
     s = snap(implementation, flag("my-flag", [{"name": "flexibleRollout", "parameters": {"rollout": "50"}}]))
-    for i in range(40):
-        expected = normalized_hash("my-flag", str(i), 100) <= 50
-        assert s.is_enabled("my-flag", {"userId": str(i)}) is expected
+    for user, bucket in sdk_buckets("my-flag", map(str, range(40))).items():
+        assert s.is_enabled("my-flag", {"userId": user}) is (bucket <= 50)
 
 
 def test_gradual_rollouts_need_a_group(implementation: str) -> None:
@@ -192,10 +191,10 @@ def test_variant_stickiness_current_time_reads_the_property_of_that_name(impleme
     # currentTime leaves in place and which is promoted away when the top level has none.
     variants = [{"name": "a", "weight": 1, "stickiness": "currentTime"}, {"name": "b", "weight": 1}]
     s = snap(implementation, flag("f", variants=variants))
-    for seed in ("x", "y", "z", "w"):
+    for seed, bucket in sdk_buckets("f", ("x", "y", "z", "w"), 2, VARIANT_SEED).items():
         context = {"currentTime": "2024-01-01T00:00:00Z", "properties": {"currentTime": seed}}
         body, valid_in = s.evaluate_all_body(context)
-        expected = "ab"[normalized_hash("f", seed, 2, VARIANT_SEED) - 1]
+        expected = "ab"[bucket - 1]
         assert json.loads(body)["toggles"][0]["variant"]["name"] == expected
         assert valid_in == CACHE_SNAPSHOT
     assert s.evaluate_all_body({"currentTime": "2024-01-01T00:00:00Z"})[1] == CACHE_NEVER
@@ -311,8 +310,8 @@ def test_a_parent_rollout_without_group_hashes_with_the_child_name(implementatio
     parent = flag("parent", [{"name": "flexibleRollout", "parameters": {"rollout": "50"}}])
     child = flag("child", [DEFAULT], dependencies=[{"feature": "parent"}])
     s = snap(implementation, parent, child)
-    for i in range(40):
-        assert s.is_enabled("child", {"userId": str(i)}) is (normalized_hash("child", str(i), 100) <= 50)
+    for user, bucket in sdk_buckets("child", map(str, range(40))).items():
+        assert s.is_enabled("child", {"userId": user}) is (bucket <= 50)
 
 
 # ---------------------------------------------------------------------------------- cache validity
@@ -516,28 +515,35 @@ def test_strategy_and_feature_variant_key_orders(implementation: str) -> None:
 def test_unicode_names_are_escaped_and_hashed_as_utf8(implementation: str) -> None:
     name = 'Feature.UTF-8.😊_φriend_你好_🌍"quoted"'
     s = snap(implementation, flag(name, [{"name": "flexibleRollout", "parameters": {"rollout": "50"}}]))
-    for user in ("😊", "φ" * 300, "plain"):
-        assert s.is_enabled(name, {"userId": user}) is (normalized_hash(name, user, 100) <= 50)
+    for user, bucket in sdk_buckets(name, ("😊", "φ" * 300, "plain")).items():
+        assert s.is_enabled(name, {"userId": user}) is (bucket <= 50)
     assert json.loads(s.evaluate_all_body({}, True)[0])["toggles"][0]["name"] == name
 
 
 def test_a_lone_surrogate_is_hashed_not_an_error(implementation: str) -> None:
     s = snap(implementation, flag("f", [{"name": "flexibleRollout", "parameters": {"rollout": "50"}}]))
-    for user in ("\ud800", "a\udfff" * 100):
-        assert s.is_enabled("f", {"userId": user}) is (normalized_hash("f", user, 100) <= 50)
+    for user, bucket in sdk_buckets("f", ("\ud800", "a\udfff" * 100)).items():
+        assert s.is_enabled("f", {"userId": user}) is (bucket <= 50)
 
 
-# Skipped only in a build without the extension; in CI tests/engine/test_selection.py fails if the compiled
-# evaluator is missing, so the skip cannot hide it.
-@pytest.mark.skipif(not COMPILED_AVAILABLE, reason="the compiled evaluator is not built")
-def test_the_compiled_hash_matches_the_pure_one() -> None:
-    from flagproxy import _eval
+def test_the_pure_murmur_hash_gives_the_published_values() -> None:
+    for data, seed, expected in MURMUR3_VECTORS:
+        assert _murmur_py.murmur3_32(data, seed) == expected, (data, seed)
 
+
+def test_the_buckets_are_the_sdks(implementation: str) -> None:
+    if implementation == "compiled":
+        from flagproxy._eval import normalized_hash
+    else:
+        normalized_hash = _murmur_py.normalized_hash
+    for group, ident, seed, bucket in PUBLISHED_BUCKETS:
+        assert normalized_hash(group, ident, 100, seed) == bucket, (group, ident, seed)
     groups = ["g", "ab", "AB12A", "😊", "", "abc", "abcd", "abcde", "x\udc80"]  # every prefix length mod 4
     identifiers = ["1", "122", "φ" * 600, "", "ab", "abcdefg", "\ud800"]
-    for group, ident in [(g, i) for g in groups for i in identifiers]:
-        for seed in (0, 86028157):
-            assert _eval.normalized_hash(group, ident, 100, seed) == normalized_hash(group, ident, 100, seed)
+    for group in groups:
+        for seed, normalizer in ((0, 100), (VARIANT_SEED, 100), (VARIANT_SEED, 1000)):
+            for ident, bucket in sdk_buckets(group, identifiers, normalizer, seed).items():
+                assert normalized_hash(group, ident, normalizer, seed) == bucket, (group, ident, seed)
 
 
 def test_a_delta_payload_exposes_its_hydrated_state(implementation: str) -> None:

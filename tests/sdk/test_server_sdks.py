@@ -11,9 +11,6 @@ finds exactly it.
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,63 +19,18 @@ import pytest
 
 from flagproxy.demo import seed
 from tests.demo.processes import ProxyProcess
-from tests.demo.test_sdk_agreement import _contexts, _more_flags, _sdk_answer, sdk_client
+from tests.demo.test_sdk_agreement import _contexts, _more_flags
+from tests.sdk.oracle import depends_on_randomness, node_answers, python_answers
 from tests.server.harness import ADMIN_TOKEN, CLIENT_TOKEN, ServerProcess
 
 pytestmark = pytest.mark.slow
 
-NODE_PROJECT = Path(__file__).resolve().parent / "node"
 CONTEXTS = 1000
 SEED = 20261125
 APP_NAME = "sdk-agreement"
 ENVIRONMENT = "development"  # sdk_client's
 SERVER_SIDE_TOKEN = "sdk-test-server-side-token"
 RANDOM_FLAG = "coin-flip"
-
-
-def depends_on_randomness(feature: dict[str, Any]) -> bool:
-    """Whether some answer of `feature` can be drawn at random for a context with a userId and a
-    sessionId: a gradualRolloutRandom strategy, or a rollout or variant whose stickiness is `random`.
-    (`default` stickiness falls back to randomness only without userId and sessionId, which every test
-    context has.)"""
-    for strategy in feature.get("strategies", []):
-        if strategy.get("name") == "gradualRolloutRandom":
-            return True
-        if (strategy.get("parameters") or {}).get("stickiness") == "random":
-            return True
-        if any(v.get("stickiness") == "random" for v in strategy.get("variants") or []):
-            return True
-    return any(v.get("stickiness") == "random" for v in feature.get("variants") or [])
-
-
-def node_answers(url: str, token: str, flags: list[str], contexts: list[dict[str, Any]]) -> list[dict]:
-    node = shutil.which("node")
-    assert node, "node is missing: .ci/run installs it"
-    assert (NODE_PROJECT / "node_modules" / "unleash-client").is_dir(), "run `npm ci` in tests/sdk/node"
-    job = {"url": url, "token": token, "appName": APP_NAME, "environment": ENVIRONMENT}
-    job |= {"flags": flags, "contexts": contexts}
-    finished = subprocess.run(
-        [node, str(NODE_PROJECT / "evaluate.js")],
-        input=json.dumps(job),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=NODE_PROJECT,
-    )
-    assert finished.returncode == 0, finished.stderr
-    answers: list[dict] = json.loads(finished.stdout)
-    return [{flag: (enabled, variant) for flag, (enabled, variant) in a.items()} for a in answers]
-
-
-def python_answers(
-    url: str, token: str, flags: list[str], contexts: list[dict[str, Any]], cache: Path
-) -> list[dict]:
-    client = sdk_client(url, token, APP_NAME, cache)
-    try:
-        assert client.is_initialized
-        return [{flag: _sdk_answer(client, flag, context) for flag in flags} for context in contexts]
-    finally:
-        client.destroy()
 
 
 def proxy_answers(proxy: ProxyProcess, flags: list[str], contexts: list[dict[str, Any]]) -> list[dict]:
@@ -129,11 +81,13 @@ def test_node_and_python_sdks_agree_with_the_proxy(
     expected = proxy_answers(proxy, flags, contexts)
     proxy_api = f"http://127.0.0.1:{proxy.port}/proxy"
     readers = {
-        "node via the proxy": node_answers(proxy_api + "/", SERVER_SIDE_TOKEN, flags, contexts),
-        "node via the server": node_answers(f"{server.url}/api/", CLIENT_TOKEN, flags, contexts),
-        "python via the proxy": python_answers(proxy_api, SERVER_SIDE_TOKEN, flags, contexts, tmp_path / "p"),
+        "node via the proxy": node_answers(proxy_api + "/", SERVER_SIDE_TOKEN, flags, contexts, APP_NAME),
+        "node via the server": node_answers(f"{server.url}/api/", CLIENT_TOKEN, flags, contexts, APP_NAME),
+        "python via the proxy": python_answers(
+            proxy_api, SERVER_SIDE_TOKEN, flags, contexts, APP_NAME, tmp_path / "p"
+        ),
         "python via the server": python_answers(
-            f"{server.url}/api", CLIENT_TOKEN, flags, contexts, tmp_path / "s"
+            f"{server.url}/api", CLIENT_TOKEN, flags, contexts, APP_NAME, tmp_path / "s"
         ),
     }
     for reader, answers in readers.items():
