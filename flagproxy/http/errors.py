@@ -20,6 +20,11 @@ class ClientError(Exception):
         super().__init__(body.get("error", ""))
         self.status = status
         self.body = orjson.dumps(body)
+        # The first validation entry's JSON pointer and message (None for a parse error), so a service
+        # with its own error records (the server's ValidationError) can name the field.
+        first = (body.get("validation") or [{}])[0]
+        self.instance_path: str | None = first.get("instancePath")
+        self.problem: str = first.get("message") or str(body.get("error", ""))
 
 
 def validation_error(

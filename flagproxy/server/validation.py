@@ -21,6 +21,8 @@ from pydantic import ValidationError as PydanticError
 from sanic import Request
 from sanic_ext import openapi, validate
 
+from flagproxy.http.context import body_context, query_context
+from flagproxy.http.errors import ClientError
 from flagproxy.server.errors import UnsupportedContentType, ValidationFailed
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
@@ -131,3 +133,19 @@ def json_body(model: type[BaseModel], *, wrap_list: bool = False) -> Callable[[H
         return openapi.body({"application/json": model}, required=True)(with_content_type)  # type: ignore[return-value]
 
     return decorate
+
+
+def request_context(query_string: str | None = None, body: Any = None) -> dict[str, Any]:
+    """The Unleash context of a query string or of a body's `context`, read by the one parser the proxy,
+    edge and the server share (flagproxy/http/context.py: numbers written as the Node proxy writes them,
+    null as "", empty standard fields dropped, currentTime normalised, properties winning over top-level
+    fields of the same name); its 400 becomes a ValidationError naming the field (`context.userId`)."""
+    try:
+        if query_string is not None:
+            return query_context(query_string)
+        if not isinstance(body, dict):
+            raise ValidationFailed("body", "must be an object")
+        return body_context(body)
+    except ClientError as error:
+        path = (error.instance_path or "/body").removeprefix("/query").removeprefix("/body").strip("/")
+        raise ValidationFailed(path.replace("/", ".") or "body", error.problem) from None

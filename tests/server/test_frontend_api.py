@@ -48,6 +48,57 @@ def test_the_context_decides(api: Api) -> None:
     assert us[name]["enabled"] is False
 
 
+def _flag(api: Api, strategy: dict) -> str:
+    name = unique("ctx")
+    api.create_feature(name)
+    api.add_strategy(name, {"constraints": [], "parameters": {}, **strategy})
+    api.switch(name, True)
+    return name
+
+
+def test_the_context_is_read_as_the_proxy_and_edge_read_it(api: Api) -> None:
+    """The divergences the server had from `flagproxy proxy` and `flagproxy edge` (one parser now)."""
+
+    def on(name: str, context: dict) -> bool:
+        return toggles(api, "/api/frontend/all", method="POST", json={"context": context})[name]["enabled"]
+
+    one = _flag(
+        api, {"name": "default", "constraints": [{"contextName": "n", "operator": "IN", "values": ["1"]}]}
+    )
+    assert on(one, {"properties": {"n": 1.0}}) and on(one, {"n": 1}) and on(one, {"n": "1"})  # 1.0 was "1.0"
+    nothing = _flag(
+        api, {"name": "default", "constraints": [{"contextName": "p", "operator": "NOT_IN", "values": ["x"]}]}
+    )
+    assert on(nothing, {"properties": {"p": None}, "userId": None})  # null was a 400
+    after = {"contextName": "currentTime", "operator": "DATE_AFTER", "value": "2024-01-01T00:30:00.000Z"}
+    dated = _flag(api, {"name": "default", "constraints": [after]})
+    assert on(dated, {"currentTime": "2024-01-01T01:00:00"})  # no offset: UTC, was unreadable to the engine
+    assert not on(dated, {"currentTime": "2024-01-01T01:00:00+01:00"})
+    local = _flag(api, {"name": "remoteAddress", "parameters": {"IPs": "127.0.0.1"}})
+    assert on(local, {"remoteAddress": ""})  # "" leaves the connection's address (it replaced it)
+    listed = _flag(api, {"name": "userWithId", "parameters": {"userIds": "u1"}})
+    assert on(listed, {"userId": "", "properties": {"userId": "u1"}})  # "" no longer hides the property
+    sessions = _flag(
+        api,
+        {
+            "name": "flexibleRollout",
+            "parameters": {"rollout": "100", "stickiness": "sessionId", "groupId": "g"},
+        },
+    )
+    assert not on(sessions, {"sessionId": ""})  # no seed: off, as without a sessionId
+    region = _flag(
+        api,
+        {"name": "default", "constraints": [{"contextName": "region", "operator": "IN", "values": ["eu"]}]},
+    )
+    for context in (
+        {"region": "us", "properties": {"region": "eu"}},
+        {"properties": {"region": "eu"}, "region": "us"},
+    ):
+        assert on(region, context), context  # the property wins, wherever it comes in the body
+    assert region in toggles(api, "/api/frontend?region=us&properties[region]=eu")
+    assert region in toggles(api, "/api/frontend?properties[region]=eu&region=us")
+
+
 def test_answers_are_the_python_sdks_on_the_client_api(
     server: ServerProcess, api: Api, tmp_path: Path
 ) -> None:

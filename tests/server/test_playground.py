@@ -176,3 +176,21 @@ def test_its_answers_are_the_python_sdks_over_what_the_proxies_get(
             on += feature["isEnabled"]
     assert len(flags) > len(names) // 2
     assert 0 < on < len(flags) * len(contexts)  # both answers occur: the comparison means something
+
+
+def test_the_context_is_read_as_the_frontend_api_reads_it(api: Api):
+    """One parser for the playground, the frontend API, the proxy and edge: 1.0 is "1", null is "", the
+    property wins over a top-level field of the same name, an object is a 400 naming the field."""
+    name = unique("pg")
+    api.create_feature(name)
+    constraints = [
+        {"contextName": "n", "operator": "IN", "values": ["1"]},
+        {"contextName": "region", "operator": "IN", "values": ["eu"]},
+    ]
+    api.add_strategy(name, {"name": "default", "parameters": {}, "constraints": constraints})
+    api.switch(name, True)
+    context = {"n": 1.0, "region": "us", "properties": {"region": "eu", "empty": None}}
+    _, feature = _answer(api, name, context)
+    assert feature["isEnabled"] is True
+    body = {"environment": "development", "context": {"userId": {"a": 1}}}
+    assert_error(api.post(PLAYGROUND, body), 400, "ValidationError", "context.userId")

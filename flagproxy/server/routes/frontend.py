@@ -1,11 +1,11 @@
 """Unleash's frontend API on the server, for frontend tokens, evaluated with flagproxy's engine.
 
 `GET/POST /api/frontend` (enabled flags) and `/api/frontend/all` (every flag) answer `{"toggles": [{name,
-enabled, variant, impressionData}]}` for the request's context (flagproxy/server/frontend_context.py) in
-the token's environment and projects: the payload a client token of that scope reads, compiled once per
-data revision (flagproxy/server/frontend_snapshots.py). `/api/frontend/client/metrics` and `/register`
-record usage and applications as the client API does. The answer never holds strategies, constraints or
-segments.
+enabled, variant, impressionData}]}` for the request's context (read by flagproxy/http/context.py, the
+proxy's and edge's parser) in the token's environment and projects: the payload a client token of that
+scope reads, compiled once per data revision (flagproxy/server/frontend_snapshots.py).
+`/api/frontend/client/metrics` and `/register` record usage and applications as the client API does. The
+answer never holds strategies, constraints or segments.
 """
 
 from __future__ import annotations
@@ -15,13 +15,12 @@ from sanic_ext import openapi
 
 from flagproxy.server.client_features import ClientQuery
 from flagproxy.server.clock import now_iso
-from flagproxy.server.frontend_context import body_context, query_context
 from flagproxy.server.routes.client import application_row, current_payload, record_bucket
 from flagproxy.server.routes.common import empty, transaction
 from flagproxy.server.schemas import ClientMetricsBody, ClientRegisterBody
 from flagproxy.server.storage import usage as usage_rows
 from flagproxy.server.tokens import ApiToken
-from flagproxy.server.validation import json_body, require_json
+from flagproxy.server.validation import json_body, request_context, require_json
 
 bp = Blueprint("frontend", url_prefix="/api/frontend")
 
@@ -43,28 +42,28 @@ def _evaluate(request: Request, context: dict, include_disabled: bool) -> HTTPRe
 @openapi.summary("Enabled flags for the query's context (frontend token)")
 @openapi.tag("Frontend API")
 async def enabled_get(request: Request) -> HTTPResponse:
-    return _evaluate(request, query_context(request.query_string), False)
+    return _evaluate(request, request_context(request.query_string), False)
 
 
 @bp.post("")
 @openapi.summary("Enabled flags for the body's context (frontend token)")
 @openapi.tag("Frontend API")
 async def enabled_post(request: Request) -> HTTPResponse:
-    return _evaluate(request, body_context(require_json(request)), False)
+    return _evaluate(request, request_context(body=require_json(request)), False)
 
 
 @bp.get("/all")
 @openapi.summary("Every flag, disabled ones too, for the query's context (frontend token)")
 @openapi.tag("Frontend API")
 async def all_get(request: Request) -> HTTPResponse:
-    return _evaluate(request, query_context(request.query_string), True)
+    return _evaluate(request, request_context(request.query_string), True)
 
 
 @bp.post("/all")
 @openapi.summary("Every flag, disabled ones too, for the body's context (frontend token)")
 @openapi.tag("Frontend API")
 async def all_post(request: Request) -> HTTPResponse:
-    return _evaluate(request, body_context(require_json(request)), True)
+    return _evaluate(request, request_context(body=require_json(request)), True)
 
 
 @bp.post("/client/metrics")

@@ -23,7 +23,7 @@ from flagproxy.server.routes.common import json_response, require_environment
 from flagproxy.server.storage import catalog as catalog_rows
 from flagproxy.server.storage import projects as project_rows
 from flagproxy.server.storage import revision
-from flagproxy.server.validation import json_body
+from flagproxy.server.validation import json_body, request_context
 
 bp = Blueprint("playground")
 
@@ -48,10 +48,9 @@ def _projects(tx: Any, projects: list[str] | str) -> tuple[str, ...] | None:
 
 
 def _context(raw: dict[str, Any], environment: str) -> dict[str, Any]:
-    properties = raw.get("properties")
-    if properties is not None and not isinstance(properties, dict):
-        raise ValidationFailed("context.properties", "must be an object of context field values")
-    return {"appName": "playground", "environment": environment, **raw}
+    """The context as the frontend API, the proxy and edge read it (one parser), in the environment
+    asked about unless the context names one."""
+    return {"appName": "playground", "environment": environment, **request_context(body={"context": raw})}
 
 
 def _plain(constraint: dict[str, Any]) -> dict[str, Any]:
