@@ -26,18 +26,16 @@ from flagproxy.edge.scopes import Scopes, ServedScope
 from flagproxy.edge.settings import OFFLINE, EdgeSettings
 from flagproxy.edge.usage import EdgeUsage
 from flagproxy.http import responses as r
+from flagproxy.http.base_app import TOO_LARGE, bad_http, headers_too_large, new_app, unexpected
+from flagproxy.http.conditional import make_answer
 from flagproxy.http.cors import CorsPolicy
 from flagproxy.http.errors import ClientError
-from flagproxy.http.etag import none_match
 from flagproxy.http.logger import make_logger
-from flagproxy.http.request import Request as FlagproxyRequest
 from flagproxy.http.series import RequestSeries, preflight_or_fallback
 from flagproxy.http.serving import guard_worker_signals
-from flagproxy.http.trust import client_address
-from flagproxy.proxy.app import _check_content_type, _parse_json
+from flagproxy.http.trust import remote_address
 
-BODY_LIMIT = 256 * 1024  # a downstream edge's metrics batch is under 95 kB; SDK bodies far smaller
-HEADER_LIMIT = 16384
+BODY_LIMIT = 256 * 1024  # a downstream edge's usage batch is under 95 kB; SDK bodies far smaller
 NOT_READY = b'{"error":"Edge has no features for this token yet: its upstream has not answered"}'
 _numbers = itertools.count(1)
 Handler = Callable[..., Awaitable[HTTPResponse]]
@@ -50,7 +48,7 @@ class EdgeApp:
         self.logger = make_logger(None, s.log_level, False)
         self.scopes = Scopes(self.logger, None if self.offline else s.backup_folder)
         self.usage = EdgeUsage()
-        self.cors = CorsPolicy(s)  # type: ignore[arg-type]  # EdgeSettings has the cors_* attributes
+        self.cors = CorsPolicy(s)
         self.sync: Any = None
         self.offline_source = offline_source
         if self.offline:
@@ -61,7 +59,7 @@ class EdgeApp:
             self.sync = EdgeSync(s, self.scopes, self.usage, self.logger)
             self.validator = self.sync.validator
         self.gate = Gate(self)
-        self.answer = self._make_answer()
+        self.answer = make_answer(self.cors)
         self.connect_via = {"appName": s.app_name, "instanceId": s.instance_id}  # added to registrations
         self.tasks: list[asyncio.Task[Any]] = []
         # Requests by route and status and their durations, as `flagproxy proxy` counts them
@@ -69,16 +67,9 @@ class EdgeApp:
         self.request_series = RequestSeries(enabled=True, logger=self.logger)
         self.series_directory: str | None = None
 
-        # The request class of the other apps: a control byte in the request target gets its 400.
-        app = Sanic(
-            f"flagproxy-edge-{next(_numbers)}", configure_logging=False, request_class=FlagproxyRequest
+        app = new_app(
+            f"flagproxy-edge-{next(_numbers)}", body_limit=BODY_LIMIT, access_log=s.log_level == "debug"
         )
-        app.config.AUTO_EXTEND = False
-        app.config.KEEP_ALIVE_TIMEOUT = 5
-        app.config.REQUEST_MAX_SIZE = BODY_LIMIT
-        app.config.REQUEST_MAX_HEADER_SIZE = HEADER_LIMIT
-        app.config.ACCESS_LOG = s.log_level == "debug"
-        app.config.NOISY_EXCEPTIONS = False
         app.ctx.edge = self
         self.app = app
         self._add_routes()
@@ -182,28 +173,6 @@ class EdgeApp:
     def not_ready(self, request: Request) -> HTTPResponse:
         return self.json(request, NOT_READY, 503)
 
-    def _make_answer(self) -> Callable[[Request, bytes, str, bool], HTTPResponse]:
-        """The hot routes' answer: 200 with the body and its ETag, or (`conditional`, a GET) 304 when
-        If-None-Match has it. Headers are encoded once per app when CORS does not depend on the Origin
-        (the proxy's PreparedResponse): building Sanic's header map per request cost a fifth of a worker."""
-        cors = self.cors
-
-        def encoded(headers: dict[str, str]) -> tuple[r.EncodedHeaders, r.EncodedHeaders]:
-            return r.encode_headers({**headers, "Content-Type": r.JSON}), r.encode_headers(headers)
-
-        fixed = encoded(cors.actual(None)) if cors.origin_list is None else None
-
-        def answer(request: Request, body: bytes, etag: str, conditional: bool) -> HTTPResponse:
-            ok, not_modified = fixed or encoded(cors.actual(request.headers.get("origin")))
-            etag_header = (b"ETag", etag.encode("ascii"))
-            if conditional:
-                if_none_match = request.headers.get("if-none-match")
-                if if_none_match and none_match(if_none_match, etag):
-                    return r.PreparedResponse(b"", (*not_modified, etag_header), 304)
-            return r.PreparedResponse(body, (*ok, etag_header))
-
-        return answer
-
     def conditional(self, request: Request, body: bytes, etag: str) -> HTTPResponse:
         """200 with the body and its ETag, or 304 when If-None-Match has it."""
         return self.answer(request, body, etag, True)
@@ -227,10 +196,7 @@ class EdgeApp:
         return served
 
     def remote_address(self, request: Request) -> str:
-        trust = self.settings.trust_proxy
-        if trust.enabled:
-            return client_address(request.ip, request.headers.get("x-forwarded-for"), trust)
-        return request.ip
+        return remote_address(request, self.settings.trust_proxy)
 
     # ---- everything else ----------------------------------------------------------------------------
 
@@ -261,24 +227,13 @@ class EdgeApp:
         )
 
     async def _too_large(self, request: Request, exception: Exception) -> HTTPResponse:
-        if "header" in str(exception):
-            return r.DatedResponse(status=431, headers={"Connection": "close"})
-        return self.json(request, orjson.dumps({"error": "request entity too large"}), 413)
+        return headers_too_large(exception) or self.json(request, TOO_LARGE, 413)
 
     async def _bad_http(self, request: Request, exception: Exception) -> HTTPResponse:
-        return r.DatedResponse(
-            orjson.dumps({"error": f"Bad request: {exception}"}), status=400, content_type=r.JSON
-        )
+        return bad_http(exception)
 
     async def _unexpected(self, request: Request, exception: Exception) -> HTTPResponse:
-        self.logger.error(f"Unexpected error on {request.method} {request.path}: {exception!r}")
-        return r.DatedResponse(orjson.dumps(r.whoops(str(exception))), status=500, content_type=r.JSON)
-
-
-def read_json(request: Request) -> Any:
-    """The body as JSON, checked as the proxy checks it (415 for another content type, 400 for bad JSON)."""
-    _check_content_type(request)
-    return _parse_json(request.body)
+        return unexpected(self.logger, request, exception)
 
 
 def create_app(settings: EdgeSettings, offline_source: Any = None) -> Sanic:

@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 from flagproxy.edge.settings import EDGE, OFFLINE, OPTIONS, EdgeSettings
-from flagproxy.proxy.settings import ConfigError
+from flagproxy.options import ConfigError
 
 PROG = "flagproxy edge"
 LIST_KINDS = ("tokens", "offline_tokens", "pretrusted", "cidrs")
@@ -67,14 +67,11 @@ def main(argv: list[str]) -> int:
     except ConfigError as error:
         print(f"{PROG}: {error}", file=sys.stderr)
         return 2
-    from flagproxy.proxy.cli import _cannot_listen
+    from flagproxy.http.serving import cannot_listen
 
-    problem = _cannot_listen(settings.interface, settings.port)
+    problem = cannot_listen(settings.interface, settings.port, "--interface", "--port")
     if problem:
-        print(
-            f"{PROG}: {problem.replace('PROXY_HOST', '--interface').replace('PORT', '--port')}",
-            file=sys.stderr,
-        )
+        print(f"{PROG}: {problem}", file=sys.stderr)
         return 2
     if mode == OFFLINE:
         return _serve_offline(settings)

@@ -15,11 +15,11 @@ from typing import Any
 import orjson
 from sanic import HTTPResponse, Request
 
-from flagproxy.edge.app import EdgeApp, read_json
+from flagproxy.edge.app import EdgeApp
 from flagproxy.edge.tokens import CLIENT
 from flagproxy.edge.usage import check_bulk
 from flagproxy.edge.validation import UpstreamUnavailable
-from flagproxy.http.bodies import check_metrics, check_register
+from flagproxy.http.bodies import check_metrics, check_register, read_json
 from flagproxy.http.errors import ClientError
 from flagproxy.http.serving import answer_can_arrive
 

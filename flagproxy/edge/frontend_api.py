@@ -18,16 +18,16 @@ from sanic import HTTPResponse, Request
 from flagproxy.edge import client_api
 from flagproxy.edge.app import EdgeApp
 from flagproxy.edge.tokens import FRONTEND
+from flagproxy.http.bodies import check_content_type, parse_json
 from flagproxy.http.context import body_context, query_context
 from flagproxy.http.errors import ClientError, type_error
 from flagproxy.http.etag import weak_etag
-from flagproxy.proxy.app import _check_content_type, _parse_json
 
 Handler = Callable[..., Awaitable[HTTPResponse]]
 
 
 def _post_context(raw: bytes) -> dict[str, Any]:
-    body = _parse_json(raw)
+    body = parse_json(raw)
     if not isinstance(body, dict):
         raise type_error("/body", "#/components/schemas/sdkContextSchema", "object")
     if isinstance(body.get("context"), dict) or ("context" in body and len(body) == 1):
@@ -50,7 +50,7 @@ def _evaluator(edge: EdgeApp, include_disabled: bool, post: bool) -> Handler:
         snapshot = served.current
         try:
             if post:
-                _check_content_type(request)
+                check_content_type(request)
                 raw: Any = request.body
             else:
                 raw = request.query_string

@@ -2,8 +2,8 @@
 
 A flag wins over its environment variable, which wins over the default. Every value is checked here, at
 start: a bad one raises ConfigError, whose text is the one line `flagproxy edge` prints before exiting 2.
-The CORS, trust-proxy and base-path values are read with the proxy's own parsers and land in attributes
-of the proxy's names, so flagproxy/http/cors.py and trust.py serve both commands unchanged.
+The CORS, trust-proxy and base-path values are read with the parsers every command shares
+(flagproxy/options.py) and land in the attributes flagproxy/http/cors.py and trust.py read.
 """
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from flagproxy.edge.tokens import EdgeToken, TokenFormatError, parse_offline, parse_pretrusted, parse_token
-from flagproxy.proxy.settings import ConfigError, TrustProxy, _is_http_url, _split_list
-from flagproxy.proxy.settings import Option as ProxyOption
-from flagproxy.proxy.settings import _Loader as _ProxyLoader
+from flagproxy.http.trust import TrustProxy
+from flagproxy.options import ConfigError, from_string, is_http_url, split_list
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 EDGE, OFFLINE = "edge", "offline"
@@ -220,7 +219,7 @@ def _load(options: dict[str, Any], env: Mapping[str, str], mode: str) -> EdgeSet
 def _convert(option: Option, label: str, raw: str) -> Any:
     kind = option.kind
     if kind == "url":
-        if not _is_http_url(raw):
+        if not is_http_url(raw):
             raise ConfigError(f"{label}: {raw!r} is not an http:// or https:// URL")
         if raw.rstrip("/").endswith("/api"):
             raise ConfigError(f"{label}: {raw!r} ends in /api; give the base URL without it")
@@ -228,7 +227,7 @@ def _convert(option: Option, label: str, raw: str) -> Any:
     if kind in ("tokens", "pretrusted", "offline_tokens"):
         parse = {"tokens": parse_token, "pretrusted": parse_pretrusted, "offline_tokens": parse_offline}[kind]
         tokens = []
-        for index, part in enumerate(_split_list(raw), start=1):
+        for index, part in enumerate(split_list(raw), start=1):
             try:
                 tokens.append(parse(part))
             except TokenFormatError as exc:
@@ -237,7 +236,7 @@ def _convert(option: Option, label: str, raw: str) -> Any:
         return tuple(tokens)
     if kind == "cidrs":
         networks = []
-        for part in _split_list(raw):
+        for part in split_list(raw):
             try:
                 networks.append(ipaddress.ip_network(part, strict=False))
             except ValueError:
@@ -246,5 +245,4 @@ def _convert(option: Option, label: str, raw: str) -> Any:
     if kind == "path":
         return os.path.abspath(raw.strip())
     # str, int, bool, level, base_path, origin: read as `flagproxy proxy` reads its options.
-    as_proxy_option = ProxyOption(option.key, "(none)", (option.env,), (), option.default, kind, option.help)
-    return _ProxyLoader({}, {}).from_string(as_proxy_option, label, raw)
+    return from_string(kind, label, raw)

@@ -1,7 +1,9 @@
-"""Checks of the frontend SDK bodies (registerMetricsSchema, registerClientSchema), first error only.
+"""Request bodies: JSON read as the Node proxy reads it (415 for another content type or charset, then
+400 for bad JSON; an empty body is `{}`), and checks of the SDK bodies (registerMetricsSchema,
+registerClientSchema), first error only.
 
 Errors use the Node proxy's shape (ajv's instancePath, schemaPath, keyword, params, message), so a
-client that logs them sees the same text from either proxy.
+client that logs them sees the same text from either product.
 """
 
 from __future__ import annotations
@@ -9,7 +11,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from flagproxy.http.errors import ClientError, type_error, validation_error
+import orjson
+
+from flagproxy.http.errors import ClientError, parse_error, type_error, validation_error
 
 _METRICS = "#/components/schemas/registerMetricsSchema"
 _REGISTER = "#/components/schemas/registerClientSchema"
@@ -114,3 +118,41 @@ def check_register(body: Any) -> None:
             raise type_error(
                 f"/body/strategies/{index}", f"{_REGISTER}/properties/strategies/items", "string"
             )
+
+
+def check_content_type(request: Any) -> None:
+    """415 for a body that is not `application/json` (utf-8): body-parser's check, as in the Node proxy."""
+    headers = request.headers
+    if "content-length" in headers or "transfer-encoding" in headers:
+        content_type = headers.get("content-type")
+        if content_type:
+            media, _, parameters = content_type.partition(";")
+            if media.strip().lower() != "application/json":
+                raise ClientError(
+                    415, {"error": f"Unsupported content type {media.strip()!r}: send application/json"}
+                )
+            for parameter in parameters.split(";"):
+                name, _, value = parameter.partition("=")
+                charset = value.strip().strip('"').lower()
+                if name.strip().lower() == "charset" and charset not in ("utf-8", "utf8"):
+                    raise ClientError(415, {"error": f'unsupported charset "{charset.upper()}"'})
+
+
+def parse_json(raw: bytes) -> Any:
+    """A JSON body (400 for bad JSON); empty → {}."""
+    if not raw or not raw.strip():
+        return {}
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise parse_error(str(exc)) from None
+    if not isinstance(value, dict | list):
+        # body-parser's strict mode: only objects and arrays are JSON documents here.
+        raise parse_error(f"JSON text must be an object or an array, not {type(value).__name__}")
+    return value
+
+
+def read_json(request: Any) -> Any:
+    """The request body as JSON, checked as the Node proxy checks it (415, then 400); empty → {}."""
+    check_content_type(request)
+    return parse_json(request.body)

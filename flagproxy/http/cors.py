@@ -7,14 +7,24 @@ default `*` origin the headers do not depend on the request, so they are built o
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from flagproxy.proxy.settings import ProxySettings
+
+class CorsSettings(Protocol):
+    """The cors_* options, under these attribute names in each product's settings."""
+
+    cors_origin: str | tuple[str, ...]
+    cors_credentials: bool
+    cors_exposed_headers: str | None
+    cors_allowed_headers: str | None
+    cors_methods: str
+    cors_max_age: int
+    cors_options_success_status: int
+    cors_preflight_continue: bool
 
 
 class CorsPolicy:
-    def __init__(self, settings: ProxySettings) -> None:
+    def __init__(self, settings: CorsSettings) -> None:
         self.origin = settings.cors_origin
         self.credentials = settings.cors_credentials
         self.exposed_headers = settings.cors_exposed_headers

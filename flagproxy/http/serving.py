@@ -288,3 +288,22 @@ def serve(app: Sanic[Any, Any], loader: AppLoader, workers: int) -> None:
     finally:
         if reserved is not None:
             reserved.close()
+
+
+def cannot_listen(
+    host: str, port: int, host_option: str = "PROXY_HOST", port_option: str = "PORT"
+) -> str | None:
+    """Why a command could not listen there (port in use, unknown host), or None. Sanic would say it with a
+    traceback; a later bind can still lose a race, but the common mistakes become one line here."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as error:
+        return f"{host_option}: cannot listen on {host!r}: {error.strerror or error}"
+    family, kind, proto, _, address = infos[0]
+    try:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Sanic binds
+            probe.bind(address)
+    except OSError as error:
+        return f"{port_option}: cannot listen on {host}:{port}: {error.strerror or error}"
+    return None

@@ -1,4 +1,5 @@
-"""The client address for the context: the socket address, or through X-Forwarded-For with trustProxy.
+"""Trusted proxies and the client address for the context: the socket address, or through
+X-Forwarded-For from the peers trusted to set it (TRUST_PROXY / PROXY_TRUSTED_SERVERS).
 
 Same walk as Express's proxy-addr: start at the socket peer; while the current hop is trusted and an
 X-Forwarded-For entry remains, step one entry to the left; the address reached is the client. With
@@ -7,10 +8,32 @@ X-Forwarded-For entry remains, step one entry to the left; the address reached i
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import ipaddress
+from dataclasses import dataclass
+from typing import Any
 
-if TYPE_CHECKING:
-    from flagproxy.proxy.settings import TrustProxy
+
+@dataclass(frozen=True)
+class TrustProxy:
+    """Which peers may set X-Forwarded-For: everyone (`trust_all`), or those in `networks`."""
+
+    trust_all: bool = False
+    networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
+
+    @property
+    def enabled(self) -> bool:
+        return self.trust_all or bool(self.networks)
+
+    def trusts(self, address: str) -> bool:
+        if self.trust_all:
+            return True
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:
+            return False
+        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped  # ::ffff:10.1.2.3 is trusted by 10.0.0.0/8, as in Express's proxy-addr
+        return any(ip.version == net.version and ip in net for net in self.networks)
 
 
 def client_address(socket_address: str, forwarded_for: str | None, trust: TrustProxy) -> str:
@@ -21,3 +44,10 @@ def client_address(socket_address: str, forwarded_for: str | None, trust: TrustP
     while hops and trust.trusts(address):
         address = hops.pop()
     return address
+
+
+def remote_address(request: Any, trust: TrustProxy) -> str:
+    """The request's client address: its socket peer, or the X-Forwarded-For hop `trust` leads to."""
+    if trust.enabled:
+        return client_address(request.ip, request.headers.get("x-forwarded-for"), trust)
+    return request.ip

@@ -27,14 +27,11 @@ import stat
 import tempfile
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from flagproxy.sync.publication import Publication
 from flagproxy.sync.spool import SUFFIX as USAGE_SUFFIX
 from flagproxy.sync.spool import UsageSpool
-
-if TYPE_CHECKING:
-    from flagproxy.proxy.settings import ProxySettings
 
 
 class Instance:
@@ -108,11 +105,6 @@ def _make_private(directory: str) -> None:
         os.chmod(directory, 0o700)
 
 
-def instance_directory(settings: ProxySettings) -> str:
-    """`$TMPDIR/flagproxy-instance-<serviceAppName>-<port>`: where `flagproxy proxy` keeps its instance."""
-    return named_instance_directory(settings.service_app_name, settings.port)
-
-
 def named_instance_directory(name: str, port: int) -> str:
     """`$TMPDIR/flagproxy-instance-<name>-<port>`: one folder per product's app name and port."""
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)
@@ -130,88 +122,6 @@ def stop_sync(sync: Any, instance: Instance) -> Any:
             instance.spool.hand_off(left)
 
     return stop()
-
-
-def build_sync(settings: ProxySettings, instance: Instance, logger: Any, log_warnings: bool = True) -> Any:
-    """The SyncService of `settings`, publishing into `instance`. Imported late: a worker that does not
-    sync never loads the HTTP client."""
-    from flagproxy.http.series import SyncSeries
-    from flagproxy.instance.store import compile_image, return_free_memory
-    from flagproxy.sync.backup import FileStorageProvider
-    from flagproxy.sync.service import SyncService
-    from flagproxy.sync.upstream import UpstreamConfig
-    from flagproxy.sync.usage import UsageCollector
-
-    s = settings
-    if log_warnings:
-        for warning in s.warnings:
-            logger.warn(warning)
-    config = UpstreamConfig(
-        url=s.service_url,
-        token=s.service_api_token,
-        app_name=s.service_app_name,
-        instance_id=s.service_instance_id,
-        refresh_interval=s.refresh_interval,
-        metrics_interval=s.metrics_interval,
-        project=s.project_name,
-        name_prefix=s.name_prefix,
-        tags=s.tags,
-        verify_tls=s.http_options_reject_unauthorized,
-        http_proxy=s.http_proxy,
-        https_proxy=s.https_proxy,
-        no_proxy=s.no_proxy,
-        timeout_seconds=s.upstream_timeout / 1000,
-    )
-    publication = instance.publication
-    observed = s.enable_prometheus or s.enable_status_page  # both read what the sync's series say
-
-    def publish(payload: Any, source: str) -> None:
-        # compile_image refuses what is no features document (ValueError): then nothing is published.
-        publication.publish(payload, source, compiled(payload))
-
-    def compiled(payload: Any) -> bytes | None:
-        """The document compiled once for every worker (flagproxy/image.py): a worker that loads it holds
-        what it serves and not what a compile leaves behind. Without it each worker compiles the document:
-        slower and bigger, still right."""
-        try:
-            image = compile_image(payload, custom_strategies=s.custom_strategies, logger=logger)
-            return_free_memory()  # what the compile freed: the main process serves nothing from it
-            return image
-        except ValueError:
-            raise  # not a features document: nothing is published
-        except Exception as exc:
-            logger.warn(f"The workers compile the features themselves: no image of them ({exc!r})")
-            return None
-
-    return SyncService(
-        config,
-        install=publish,
-        touch=publication.touch,
-        is_ready=lambda: publication.stamp() is not None,
-        collector=UsageCollector(),
-        gather_usage=instance.spool.collect,
-        logger=logger,
-        storage=s.storage_provider if s.storage_provider is not None else FileStorageProvider(),
-        bootstrap_url=s.exp_bootstrap_url,
-        bootstrap_authorization=s.exp_bootstrap_authorization,
-        metrics_jitter=s.metrics_jitter,
-        custom_strategy_names=[st.name for st in s.custom_strategies],
-        observer=SyncSeries(instance.series_directory) if observed else None,
-    )
-
-
-class ProxyLeader:
-    """The proxy's leader: its SyncService, stopped with `stop_sync`."""
-
-    def __init__(self, settings: ProxySettings, instance: Instance, logger: Any) -> None:
-        self.sync = build_sync(settings, instance, logger, log_warnings=False)
-        self.instance = instance
-
-    async def start(self) -> None:
-        await self.sync.start()
-
-    async def stop(self) -> None:
-        await stop_sync(self.sync, self.instance)
 
 
 class LeaderThread:

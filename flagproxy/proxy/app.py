@@ -24,31 +24,39 @@ from sanic import HTTPResponse, Request, Sanic
 from sanic.exceptions import BadRequest, MethodNotAllowed, NotFound, PayloadTooLarge
 
 from flagproxy.http import responses as r
-from flagproxy.http.bodies import check_metrics, check_register
+from flagproxy.http.base_app import (
+    SDK_BODY_LIMIT,
+    TOO_LARGE,
+    bad_http,
+    headers_too_large,
+    new_app,
+    unexpected,
+)
+from flagproxy.http.bodies import check_content_type, check_metrics, check_register, parse_json, read_json
+from flagproxy.http.conditional import make_answer, vary
 from flagproxy.http.context import body_context, parse_toggles, query_context
 from flagproxy.http.cors import CorsPolicy
-from flagproxy.http.errors import ClientError, parse_error, type_error
+from flagproxy.http.errors import ClientError, type_error
 from flagproxy.http.etag import none_match, weak_etag
 from flagproxy.http.logger import make_logger
-from flagproxy.http.request import Request as FlagproxyRequest
 from flagproxy.http.response_cache import ResponseCache
 from flagproxy.http.series import CONTENT_TYPE as PROMETHEUS_TYPE
 from flagproxy.http.series import RequestSeries, preflight_or_fallback
 from flagproxy.http.serving import answer_can_arrive, guard_worker_signals
-from flagproxy.http.trust import client_address
+from flagproxy.http.trust import remote_address
 from flagproxy.instance.follower import Follower
-from flagproxy.instance.leader import Instance, build_sync, stop_sync
+from flagproxy.instance.leader import Instance, stop_sync
 from flagproxy.instance.store import ServedSnapshot, SnapshotStore
 from flagproxy.proxy.auth import KeyRing
 from flagproxy.proxy.docs_page import build_docs_page
 from flagproxy.proxy.enrichers import EnricherError, enrich
 from flagproxy.proxy.openapi import build_openapi
+from flagproxy.proxy.series import FlagUsageSeries, scrape
 from flagproxy.proxy.settings import ProxySettings
 from flagproxy.proxy.status_page import page_body, status_document
+from flagproxy.proxy.sync import build_sync
 from flagproxy.sync.usage import UsageCollector
 
-BODY_LIMIT = 102400  # bytes, the Node proxy's (body-parser's) 100 kB
-HEADER_LIMIT = 16384  # request line + headers, Node's --max-http-header-size: GET contexts live there
 _app_numbers = itertools.count(1)
 Handler = Callable[[Request], Awaitable[HTTPResponse]]
 
@@ -103,15 +111,11 @@ class _ProxyApp:
         self.follower: Follower | None = None
         self.following: Any = None
 
-        app = Sanic(
-            f"flagproxy-proxy-{next(_app_numbers)}", configure_logging=False, request_class=FlagproxyRequest
+        app = new_app(
+            f"flagproxy-proxy-{next(_app_numbers)}",
+            body_limit=SDK_BODY_LIMIT,
+            access_log=s.log_level == "debug",
         )
-        app.config.AUTO_EXTEND = False  # keep sanic-ext's per-request machinery off every route
-        app.config.KEEP_ALIVE_TIMEOUT = 5
-        app.config.REQUEST_MAX_SIZE = BODY_LIMIT
-        app.config.REQUEST_MAX_HEADER_SIZE = HEADER_LIMIT
-        app.config.ACCESS_LOG = s.log_level == "debug"
-        app.config.NOISY_EXCEPTIONS = False
         app.ctx.proxy = self
         app.ctx.settings = s
         app.ctx.store = self.store
@@ -124,9 +128,10 @@ class _ProxyApp:
         self.response_cache = (
             ResponseCache(cache_bytes) if cache_bytes and not s.exp_custom_enrichers else None
         )
-        self._answer = self._make_answer()
+        self._answer = make_answer(self.cors)
         # Requests by route and status, durations (flagproxy/http/series.py): each handler wrapped once.
         self.series = RequestSeries(s.enable_prometheus, self.logger)
+        self.flag_usage = FlagUsageSeries(self.series)
         self._add_routes()
         fallback = self.series.observe("fallback", self._fallback, label=preflight_or_fallback)
         app.error_handler.add(NotFound, fallback)
@@ -216,7 +221,7 @@ class _ProxyApp:
 
     def _fixed(self, request: Request, status: int, body: bytes, content_type: str) -> HTTPResponse:
         cors = self._cors(request)
-        headers = {**cors, "ETag": r.ETAGS[body], "Vary": _vary(cors), "Keep-Alive": r.KEEP_ALIVE}
+        headers = {**cors, "ETag": r.ETAGS[body], "Vary": vary(cors), "Keep-Alive": r.KEEP_ALIVE}
         return r.DatedResponse(body, status=status, headers=headers, content_type=content_type)
 
     def _catch_up(self) -> ServedSnapshot | None:
@@ -235,7 +240,7 @@ class _ProxyApp:
 
     def _json_error(self, request: Request, status: int, body: bytes) -> HTTPResponse:
         cors = self._cors(request)
-        headers = {**cors, "ETag": weak_etag(body), "Vary": _vary(cors), "Keep-Alive": r.KEEP_ALIVE}
+        headers = {**cors, "ETag": weak_etag(body), "Vary": vary(cors), "Keep-Alive": r.KEEP_ALIVE}
         return r.DatedResponse(body, status=status, headers=headers, content_type=r.JSON)
 
     def _client_error(self, request: Request, error: ClientError) -> HTTPResponse:
@@ -266,29 +271,6 @@ class _ProxyApp:
         return finish
 
     # ---- toggle routes (hot) ------------------------------------------------------------------------
-
-    def _make_answer(self) -> Callable[[Request, bytes, str, bool], HTTPResponse]:
-        """200 with the toggle headers, or 304 when a GET/HEAD's If-None-Match matches; headers encoded
-        once per app when CORS does not depend on the request's Origin."""
-
-        def encoded(cors: dict[str, str]) -> tuple[r.EncodedHeaders, r.EncodedHeaders]:
-            ok = {**cors, "Cache-control": r.CACHE_CONTROL, "Vary": _vary(cors), "Keep-Alive": r.KEEP_ALIVE}
-            not_modified = {**cors, "Cache-control": r.CACHE_CONTROL, "Keep-Alive": r.KEEP_ALIVE}
-            return r.encode_headers({**ok, "Content-Type": r.JSON}), r.encode_headers(not_modified)
-
-        cors = self.cors
-        fixed = encoded(cors.actual(None)) if cors.origin_list is None else None
-
-        def answer(request: Request, body: bytes, etag: str, conditional: bool) -> HTTPResponse:
-            ok, not_modified = fixed or encoded(cors.actual(request.headers.get("origin")))
-            etag_header = (b"ETag", etag.encode("ascii"))
-            if conditional:
-                if_none_match = request.headers.get("if-none-match")
-                if if_none_match and none_match(if_none_match, etag) and not _no_cache(request):
-                    return r.PreparedResponse(b"", (*not_modified, etag_header), 304)
-            return r.PreparedResponse(body, (*ok, etag_header))
-
-        return answer
 
     def _make_toggles(
         self,
@@ -359,10 +341,7 @@ class _ProxyApp:
         return self._make_toggles(include_disabled, _json_body, _parse_post, conditional=False)
 
     def _remote_address(self, request: Request) -> str:
-        trust = self.settings.trust_proxy
-        if trust.enabled:
-            return client_address(request.ip, request.headers.get("x-forwarded-for"), trust)
-        return request.ip
+        return remote_address(request, self.settings.trust_proxy)
 
     def _enricher_failed(self, request: Request, error: EnricherError) -> HTTPResponse:
         self.logger.error(f"A custom context enricher failed: {error}")
@@ -381,7 +360,7 @@ class _ProxyApp:
         if not self.store.ready and not self._catch_up():
             return self._not_ready(request)
         try:
-            toggles = check_metrics(_read_json(request))
+            toggles = check_metrics(read_json(request))
         except ClientError as error:
             return self._client_error(request, error)
         if not self._accepts_any_key(request):
@@ -394,7 +373,7 @@ class _ProxyApp:
         if not self.store.ready and not self._catch_up():
             return self._not_ready(request)
         try:
-            check_register(_read_json(request))
+            check_register(read_json(request))
         except ClientError as error:
             return self._client_error(request, error)
         if not self._accepts_any_key(request):
@@ -418,16 +397,16 @@ class _ProxyApp:
         return response
 
     def _count_usage(self, counts: Any) -> None:
-        self.series.count_usage(counts, self.store.current)
+        self.flag_usage.count_usage(counts, self.store.current)
 
     async def _prometheus(self, request: Request) -> HTTPResponse:
         if not self.store.ready and not self._catch_up():
             return self._not_ready(request)
-        body = self.series.render(self.store)
+        body = scrape(self.series, self.store)
         cors = self._cors(request)
         return r.DatedResponse(
             body,
-            headers={**cors, "ETag": weak_etag(body), "Vary": _vary(cors), "Keep-Alive": r.KEEP_ALIVE},
+            headers={**cors, "ETag": weak_etag(body), "Vary": vary(cors), "Keep-Alive": r.KEEP_ALIVE},
             content_type=PROMETHEUS_TYPE,
         )
 
@@ -512,31 +491,15 @@ class _ProxyApp:
     async def _too_large(self, request: Request, exception: Exception) -> HTTPResponse:
         if not self.store.ready and not self._catch_up():
             return self._not_ready(request)
-        if "header" in str(exception):
-            # Request line + headers over HEADER_LIMIT: Node answers 431 with no body, and so do we.
-            return r.DatedResponse(status=431, headers={"Connection": "close"})
-        return self._json_error(request, 413, orjson.dumps({"error": "request entity too large"}))
+        return headers_too_large(exception) or self._json_error(request, 413, TOO_LARGE)
 
     async def _bad_http(self, request: Request, exception: Exception) -> HTTPResponse:
         if request is not None and not self.store.ready and not self._catch_up():
             return self._not_ready(request)
-        body = orjson.dumps({"error": f"Bad request: {exception}"})
-        return r.DatedResponse(body, status=400, content_type=r.JSON)
+        return bad_http(exception)
 
     async def _unexpected(self, request: Request, exception: Exception) -> HTTPResponse:
-        self.logger.error(f"Unexpected error on {request.method} {request.path}: {exception!r}")
-        body = orjson.dumps(r.whoops(str(exception)))
-        return r.DatedResponse(body, status=500, content_type=r.JSON)
-
-
-def _vary(cors: dict[str, str]) -> str:
-    vary = cors.get("Vary")
-    return f"{vary}, Accept-Encoding" if vary else "Accept-Encoding"
-
-
-def _no_cache(request: Request) -> bool:
-    cache_control = request.headers.get("cache-control")
-    return cache_control is not None and "no-cache" in cache_control
+        return unexpected(self.logger, request, exception)
 
 
 def _query_string(request: Request) -> str:
@@ -549,48 +512,12 @@ def _parse_query(query: str) -> tuple[None, dict[str, Any]]:
 
 def _json_body(request: Request) -> bytes:
     """The raw body of a JSON request (415 for another content type); parsed later, unless cached."""
-    _check_content_type(request)
+    check_content_type(request)
     return request.body
 
 
 def _parse_post(raw: bytes) -> tuple[list[str] | None, dict[str, Any]]:
-    body = _parse_json(raw)
+    body = parse_json(raw)
     if not isinstance(body, dict):
         raise type_error("/body", "#/components/schemas/lookupTogglesSchema", "object")
     return parse_toggles(body), body_context(body)
-
-
-def _read_json(request: Request) -> Any:
-    """The request body as JSON, checked as the Node proxy checks it (415, then 400); empty → {}."""
-    _check_content_type(request)
-    return _parse_json(request.body)
-
-
-def _check_content_type(request: Request) -> None:
-    headers = request.headers
-    if "content-length" in headers or "transfer-encoding" in headers:
-        content_type = headers.get("content-type")
-        if content_type:
-            media, _, parameters = content_type.partition(";")
-            if media.strip().lower() != "application/json":
-                raise ClientError(
-                    415, {"error": f"Unsupported content type {media.strip()!r}: send application/json"}
-                )
-            for parameter in parameters.split(";"):
-                name, _, value = parameter.partition("=")
-                charset = value.strip().strip('"').lower()
-                if name.strip().lower() == "charset" and charset not in ("utf-8", "utf8"):
-                    raise ClientError(415, {"error": f'unsupported charset "{charset.upper()}"'})
-
-
-def _parse_json(raw: bytes) -> Any:
-    if not raw or not raw.strip():
-        return {}
-    try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise parse_error(str(exc)) from None
-    if not isinstance(value, dict | list):
-        # body-parser's strict mode: only objects and arrays are JSON documents here.
-        raise parse_error(f"JSON text must be an object or an array, not {type(value).__name__}")
-    return value

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import sys
 from functools import partial
 from typing import Any, NoReturn
@@ -78,28 +77,13 @@ def main(argv: list[str]) -> int:
     except ConfigError as error:
         print(f"flagproxy proxy: {error}", file=sys.stderr)
         return 2
-    problem = _cannot_listen(settings.host, settings.port)
+    from flagproxy.http.serving import cannot_listen
+
+    problem = cannot_listen(settings.host, settings.port)
     if problem:
         print(f"flagproxy proxy: {problem}", file=sys.stderr)
         return 2
     return serve(settings, options, args.workers)
-
-
-def _cannot_listen(host: str, port: int) -> str | None:
-    """Why the proxy could not listen there (port in use, unknown host), or None. Sanic would say it with a
-    traceback; a later bind can still lose a race, but the common mistakes become one line here."""
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except OSError as error:
-        return f"PROXY_HOST: cannot listen on {host!r}: {error.strerror or error}"
-    family, kind, proto, _, address = infos[0]
-    try:
-        with socket.socket(family, kind, proto) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Sanic binds
-            probe.bind(address)
-    except OSError as error:
-        return f"PORT: cannot listen on {host}:{port}: {error.strerror or error}"
-    return None
 
 
 def _worker_app(options: dict[str, Any], instance_directory: str, parent_pid: int | None) -> Any:
@@ -117,13 +101,8 @@ def serve(settings: ProxySettings, options: dict[str, Any], workers: int) -> int
     from flagproxy.http.logger import make_logger
     from flagproxy.http.serving import StoppingHttpProtocol, defer_stop_signals
     from flagproxy.http.serving import serve as run_workers
-    from flagproxy.instance.leader import (
-        Instance,
-        InstanceFolderError,
-        LeaderThread,
-        ProxyLeader,
-        instance_directory,
-    )
+    from flagproxy.instance.leader import Instance, InstanceFolderError, LeaderThread
+    from flagproxy.proxy.sync import ProxyLeader, instance_directory
 
     logger = make_logger(settings.logger, settings.log_level, settings.use_json_logger)
     for warning in settings.warnings:

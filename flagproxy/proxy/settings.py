@@ -14,20 +14,23 @@ objects `cors`, `httpOptions`, `expBootstrap`, `expServerSideSdkConfig` are acce
 from __future__ import annotations
 
 import getpass
-import ipaddress
 import os
 import re
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
-from flagproxy.http.logger import LOG_LEVELS
-
-
-class ConfigError(ValueError):
-    """A missing or invalid option. `str()` is the one line printed at start-up."""
+from flagproxy.http.trust import TrustProxy
+from flagproxy.options import (
+    ConfigError,
+    from_string,
+    has_credentials,
+    is_http_url,
+    parse_tag,
+    parse_trust,
+    tag_pair,
+)
 
 
 @dataclass(frozen=True)
@@ -64,29 +67,6 @@ class Option:
         if isinstance(self.default, bool):
             return "true" if self.default else "false"
         return str(self.default)
-
-
-@dataclass(frozen=True)
-class TrustProxy:
-    """Which peers may set X-Forwarded-For: everyone (`trust_all`), or those in `networks`."""
-
-    trust_all: bool = False
-    networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
-
-    @property
-    def enabled(self) -> bool:
-        return self.trust_all or bool(self.networks)
-
-    def trusts(self, address: str) -> bool:
-        if self.trust_all:
-            return True
-        try:
-            ip = ipaddress.ip_address(address)
-        except ValueError:
-            return False
-        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-            ip = ip.ipv4_mapped  # ::ffff:10.1.2.3 is trusted by 10.0.0.0/8, as in Express's proxy-addr
-        return any(ip.version == net.version and ip in net for net in self.networks)
 
 
 def _opt(key, spec, env, aliases, default, kind, help_, required=False, default_label=None) -> Option:
@@ -230,14 +210,6 @@ _NESTED = {
 }
 
 
-# Express's named ranges for `trust proxy`.
-_TRUST_NAMES = {
-    "loopback": ("127.0.0.1/8", "::1/128"),
-    "linklocal": ("169.254.0.0/16", "fe80::/10"),
-    "uniquelocal": ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"),
-}
-
-
 @dataclass(frozen=True, kw_only=True)
 class ProxySettings:
     """Resolved, checked configuration of one proxy. Build it with `ProxySettings.load(...)`."""
@@ -346,14 +318,14 @@ class _Loader:
             raise ConfigError("You must specify the clientKeys option (SERVICE_PROXY_CLIENT_KEYS)")
         if not values["client_keys"]:
             self.warnings.append("proxySecrets / SERVICE_PROXY_SECRETS is deprecated; use clientKeys")
-        if not _is_http_url(values["service_url"]):
+        if not is_http_url(values["service_url"]):
             raise ConfigError(f"SERVICE_URL: {values['service_url']!r} is not an http:// or https:// URL")
-        if values["exp_bootstrap_url"] and not _is_http_url(values["exp_bootstrap_url"]):
+        if values["exp_bootstrap_url"] and not is_http_url(values["exp_bootstrap_url"]):
             raise ConfigError(f"EXP_BOOTSTRAP_URL: {values['exp_bootstrap_url']!r} is not an http(s) URL")
         # The upstream client sends the token as the Authorization header, which a user:password in the URL
         # would contradict (aiohttp refuses every request); said at start, without echoing the password.
         for key, name in (("service_url", "SERVICE_URL"), ("exp_bootstrap_url", "EXP_BOOTSTRAP_URL")):
-            if values[key] and _has_credentials(values[key]):
+            if values[key] and has_credentials(values[key]):
                 raise ConfigError(
                     f"{name}: a user or password in the URL is not supported; the upstream is authorized by "
                     f"{'SERVICE_API_TOKEN' if key == 'service_url' else 'EXP_BOOTSTRAP_AUTHORIZATION'}"
@@ -419,13 +391,13 @@ class _Loader:
         if kind == "origin" and _is_str_sequence(value):
             return tuple(value)
         if kind == "tags" and isinstance(value, Sequence):
-            return tuple(_parse_tag(label, t) if isinstance(t, str) else _tag_pair(label, t) for t in value)
+            return tuple(parse_tag(label, t) if isinstance(t, str) else tag_pair(label, t) for t in value)
         if kind == "tags" and isinstance(value, Mapping):
             return tuple((str(k), str(v)) for k, v in value.items())
         if kind == "trust" and isinstance(value, bool):
             return TrustProxy(trust_all=value)
         if kind == "trust" and _is_str_sequence(value):
-            return _parse_trust(label, ",".join(value))
+            return parse_trust(label, ",".join(value))
         if kind == "trust" and isinstance(value, TrustProxy):
             return value
         if kind == "path" and isinstance(value, Sequence):
@@ -433,36 +405,9 @@ class _Loader:
         raise ConfigError(f"{label}: invalid value {value!r}")
 
     def from_string(self, option: Option, label: str, raw: str) -> Any:
-        kind = option.kind
-        if kind in ("str", "secret"):
-            return raw
-        if kind == "list":
-            return _split_list(raw)
-        if kind == "int":
-            if not re.fullmatch(r"\s*\d+\s*", raw):
-                raise ConfigError(f"{label}: {raw!r} is not a whole number")
-            return int(raw)
-        if kind == "bool":
-            return _parse_bool(label, raw)
-        if kind == "level":
-            level = raw.strip().lower()
-            if level not in LOG_LEVELS:
-                raise ConfigError(f"{label}: {raw!r} is not one of {', '.join(LOG_LEVELS)}")
-            return level
-        if kind == "tags":
-            return tuple(_parse_tag(label, t) for t in _split_list(raw))
-        if kind == "trust":
-            return _parse_trust(label, raw)
-        if kind == "base_path":
-            return sanitise_base_path(raw)
-        if kind == "origin":
-            origins = _split_list(raw)
-            return raw.strip() if "," not in raw else origins
-        if kind == "path":
+        if option.kind == "path":
             return self.load_file(option, label, raw)
-        if kind == "proxy_url":
-            return _parse_proxy_url(label, raw)
-        raise ConfigError(f"{label}: cannot be set from a string")
+        return from_string(option.kind, label, raw)
 
     def load_file(self, option: Option, label: str, path: str) -> tuple[Any, ...]:
         path = os.path.abspath(path)
@@ -498,102 +443,6 @@ def _is_str_sequence(value: Any) -> bool:
         and not isinstance(value, str | bytes)
         and all(isinstance(v, str) for v in value)
     )
-
-
-def _split_list(raw: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in raw.split(",") if part.strip())
-
-
-_TRUE = {"true", "1", "t", "yes", "y", "on"}
-_FALSE = {"false", "0", "f", "no", "n", "off"}
-
-
-def _parse_bool(label: str, raw: str) -> bool:
-    value = raw.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise ConfigError(f"{label}: {raw!r} is not a boolean (true or false)")
-
-
-def _has_credentials(url: str) -> bool:
-    parts = urlsplit(url.strip())
-    return parts.username is not None or parts.password is not None
-
-
-def _is_http_url(url: str) -> bool:
-    """http(s)://host[:port][/path]: what every upstream request needs (checked at start, not per poll)."""
-    try:
-        parts = urlsplit(url.strip())
-        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
-    except ValueError:
-        return False
-    return parts.scheme.lower() in ("http", "https") and bool(parts.hostname)
-
-
-def _parse_proxy_url(label: str, raw: str) -> str:
-    """An HTTP(S) proxy address; `host:port` without a scheme means http://, as curl reads it."""
-    url = raw.strip()
-    if "://" not in url:
-        url = "http://" + url
-    if not _is_http_url(url):
-        raise ConfigError(f"{label}: {raw!r} is not an http:// or https:// proxy address")
-    return url
-
-
-def _parse_tag(label: str, raw: str) -> tuple[str, str]:
-    name, sep, value = raw.strip().partition(":")
-    if not sep or not name.strip() or not value.strip():
-        raise ConfigError(f"{label}: {raw!r} is not tagName:tagValue")
-    return name.strip(), value.strip()
-
-
-def _tag_pair(label: str, item: Any) -> tuple[str, str]:
-    if isinstance(item, Mapping) and "name" in item and "value" in item:
-        return str(item["name"]), str(item["value"])
-    if isinstance(item, Sequence) and len(item) == 2:
-        return str(item[0]), str(item[1])
-    raise ConfigError(f"{label}: {item!r} is not a (tagName, tagValue) pair")
-
-
-def _parse_trust(label: str, raw: str) -> TrustProxy:
-    value = raw.strip()
-    if value.lower() in ("true", "false"):
-        return TrustProxy(trust_all=value.lower() == "true")
-    networks = []
-    for part in _split_list(value):
-        if part.lower() in _TRUST_NAMES:
-            networks += [ipaddress.ip_network(n, strict=False) for n in _TRUST_NAMES[part.lower()]]
-            continue
-        if part.isdigit():
-            # Express reads TRUST_PROXY=1 as the address 0.0.0.1 (trust is silently off); say so instead.
-            raise ConfigError(
-                f"{label}: {part!r} is a number; hop counts are not supported: list the proxies' addresses "
-                "or CIDR ranges, or use true"
-            )
-        try:
-            networks.append(ipaddress.ip_network(part, strict=False))
-        except ValueError:
-            raise ConfigError(
-                f"{label}: {part!r} is not true, false, an IP address, a CIDR range or "
-                "loopback/linklocal/uniquelocal"
-            ) from None
-    if not networks:
-        raise ConfigError(f"{label}: {raw!r} names no address")
-    return TrustProxy(networks=tuple(networks))
-
-
-def sanitise_base_path(raw: str) -> str:
-    """`base/path/` → `/base/path`; blank → `` (as the Node proxy does)."""
-    path = raw.strip()
-    if not path:
-        return ""
-    if not path.startswith("/"):
-        path = "/" + path
-    if path.endswith("/"):
-        path = path[:-1]
-    return path
 
 
 def _generated_instance_id() -> str:

@@ -3,7 +3,7 @@
 The page is one static HTML file (status.html beside this module) with no data in it, so it is served
 to anyone; `status.json` needs a client key, like /proxy, because it names every flag. It tells whether
 the instance is ready, the served revision and when the flags last changed, the upstream URL (without
-credentials or query), the last fetch result and error (what the sync wrote, flagproxy/http/series.py),
+credentials or query), the last fetch result and error (what the sync wrote, flagproxy/proxy/series.py),
 the instance's request count and each flag's yes/no counts (summed over the workers from the Prometheus
 series); the page turns counts into rates.
 """
@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from flagproxy.http.series import SyncSeries, instance_totals
+from flagproxy.proxy.series import SyncSeries, instance_totals
 
 _PAGE = Path(__file__).with_name("status.html").read_text(encoding="utf-8")
 

@@ -83,7 +83,7 @@ class SyncService:
             gather=gather_usage,
             on_sent=observer.metrics_sent if observer is not None else None,
         )
-        self.observer = observer  # the Prometheus series of the sync (flagproxy/http/series.py)
+        self.observer = observer  # the Prometheus series of the sync (flagproxy/proxy/series.py)
         self.started = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
         self.from_upstream = False
         self.registered: asyncio.Task[Any] | None = None

@@ -17,11 +17,11 @@ import xxhash
 from flagproxy.http.cors import CorsPolicy
 from flagproxy.http.etag import none_match, weak_etag
 from flagproxy.http.logger import LoggerAdapter, SimpleLogger, make_logger
-from flagproxy.http.trust import client_address
+from flagproxy.http.trust import TrustProxy, client_address
 from flagproxy.proxy.auth import KeyRing
 from flagproxy.proxy.enrichers import EnricherError, EnricherFileError, enrich, load_enrichers_file
 from flagproxy.proxy.openapi import build_openapi
-from flagproxy.proxy.settings import ProxySettings, TrustProxy
+from flagproxy.proxy.settings import ProxySettings
 from tests.etags import express_etag
 
 

@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
+from flagproxy.http.trust import TrustProxy
 from flagproxy.proxy.cli import build_parser
-from flagproxy.proxy.settings import OPTIONS, OPTIONS_BY_KEY, ProxySettings, TrustProxy
+from flagproxy.proxy.settings import OPTIONS, OPTIONS_BY_KEY, ProxySettings
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC_MD = Path(__file__).resolve().parent / "data" / "spec-configuration.md"

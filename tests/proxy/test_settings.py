@@ -6,7 +6,9 @@ import ipaddress
 
 import pytest
 
-from flagproxy.proxy.settings import OPTIONS, ConfigError, ProxySettings, TrustProxy, sanitise_base_path
+from flagproxy.http.trust import TrustProxy
+from flagproxy.options import ConfigError, sanitise_base_path
+from flagproxy.proxy.settings import OPTIONS, ProxySettings
 from flagproxy.strategies import Strategy
 
 REQUIRED = {"SERVICE_URL": "http://up/api", "SERVICE_API_TOKEN": "t", "SERVICE_PROXY_CLIENT_KEYS": "k"}
