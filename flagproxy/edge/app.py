@@ -72,7 +72,6 @@ class EdgeApp:
         )
         app.ctx.edge = self
         self.app = app
-        self._add_routes()
         if s.allow_list or s.deny_list:
             app.register_middleware(self._address_check, "request")
         handlers: tuple[tuple[type[Exception], Any], ...] = (
@@ -93,33 +92,7 @@ class EdgeApp:
 
     # ---- wiring -------------------------------------------------------------------------------------
 
-    def _add_routes(self) -> None:
-        from flagproxy.edge import backstage, client_api, frontend_api
-
-        base = self.settings.base_path
-        get, post = ["GET", "HEAD"], ["POST"]
-        for family in ("frontend", "proxy"):
-            root = f"{base}/api/{family}"
-            self._route(f"{root}", get, frontend_api.enabled_get(self))
-            self._route(f"{root}", post, frontend_api.enabled_post(self))
-            self._route(f"{root}/features/<name>", get + post, frontend_api.one_feature(self))
-            self._route(f"{root}/client/metrics", post, frontend_api.usage(self))
-            self._route(f"{root}/client/register", post, frontend_api.register(self))
-            if not self.settings.disable_all_endpoint:
-                self._route(f"{root}/all", get, frontend_api.all_get(self))
-                self._route(f"{root}/all", post, frontend_api.all_post(self))
-                self._route(f"{root}/all/client/metrics", post, frontend_api.usage(self))
-                self._route(f"{root}/all/client/register", post, frontend_api.register(self))
-        client = f"{base}/api/client"
-        self._route(f"{client}/features", get, client_api.features(self))
-        self._route(f"{client}/features/<name>", get, client_api.feature(self))
-        self._route(f"{client}/metrics", post, client_api.usage(self))
-        self._route(f"{client}/metrics/bulk", post, client_api.bulk_usage(self))
-        self._route(f"{client}/register", post, client_api.register(self))
-        self._route(f"{base}/edge/validate", post, client_api.validate(self))
-        backstage.add_routes(self, f"{base}/internal-backstage", get)
-
-    def _route(self, path: str, methods: list[str], handler: Handler) -> None:
+    def route(self, path: str, methods: list[str], handler: Handler) -> None:
         name = f"{'_'.join(methods)}{path}".replace("/", "_").replace("<", "").replace(">", "").lower()
         label = path.removeprefix(self.settings.base_path) or "/"  # a route template: bounded
         observed = self.request_series.observe(label, handler)
@@ -234,7 +207,3 @@ class EdgeApp:
 
     async def _unexpected(self, request: Request, exception: Exception) -> HTTPResponse:
         return unexpected(self.logger, request, exception)
-
-
-def create_app(settings: EdgeSettings, offline_source: Any = None) -> Sanic:
-    return EdgeApp(settings, offline_source).app

@@ -9,14 +9,17 @@ secret, only what is before its dot.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import orjson
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
 from sanic import HTTPResponse, Request
 
 from flagproxy.edge.scopes import scope_name
 from flagproxy.http import responses as r
+from flagproxy.http.series import CONTENT_TYPE
 
 Handler = Callable[[Request], Awaitable[HTTPResponse]]
 STARTED = time.time()
@@ -49,41 +52,8 @@ def add_routes(edge: Any, root: str, methods: list[str]) -> None:
         return edge.json(request, orjson.dumps({"tokens": known, "tokenRefreshes": feeds}))
 
     async def metrics(request: Request) -> HTTPResponse:
-        lines = [
-            "# HELP edge_up Whether the instance is up.",
-            "# TYPE edge_up gauge",
-            "edge_up 1",
-            "# HELP edge_ready Whether every start-up token's environment has features.",
-            "# TYPE edge_ready gauge",
-            f"edge_ready {1 if edge.ready else 0}",
-            "# HELP edge_start_time_seconds When the instance started.",
-            "# TYPE edge_start_time_seconds gauge",
-            f"edge_start_time_seconds {STARTED:.3f}",
-            "# HELP edge_known_tokens Tokens in the validation cache, by state.",
-            "# TYPE edge_known_tokens gauge",
-            f'edge_known_tokens{{state="valid"}} {len(edge.validator.known)}',
-            f'edge_known_tokens{{state="invalid"}} {len(edge.validator.invalid)}',
-            "# HELP edge_token_validation_requests_total Calls to the upstream's /edge/validate.",
-            "# TYPE edge_token_validation_requests_total counter",
-            f"edge_token_validation_requests_total {edge.validator.upstream_calls}",
-            "# HELP edge_token_full_checks_total Requests whose token was checked in full (first sight,"
-            " a refusal, no data yet); a token that passed before takes one lookup and is not counted.",
-            "# TYPE edge_token_full_checks_total counter",
-            f"edge_token_full_checks_total {edge.gate.full_checks}",
-            "# HELP edge_features_last_update_ms When each scope's flags last changed (epoch ms).",
-            "# TYPE edge_features_last_update_ms gauge",
-        ]
-        for scope, served in sorted(edge.scopes.served.items()):
-            labels = f'environment="{_label(scope[0])}",projects="{_label(",".join(scope[1]))}"'
-            lines.append(f"edge_features_last_update_ms{{{labels}}} {served.store.last_update_ms}")
-        sent = edge.sync.sender.posts if edge.sync is not None else 0
-        lines += [
-            "# HELP edge_metrics_batches_sent_total Bulk metrics batches the upstream took.",
-            "# TYPE edge_metrics_batches_sent_total counter",
-            f"edge_metrics_batches_sent_total {sent}",
-        ]
-        body = ("\n".join(lines) + "\n").encode() + edge.request_series.series_text()
-        return r.DatedResponse(body, headers=edge.headers(request), content_type="text/plain; version=0.0.4")
+        body = edge.request_series.series_text(EdgeCollector(edge))
+        return r.DatedResponse(body, headers=edge.headers(request), content_type=CONTENT_TYPE)
 
     for name, handler in (
         ("health", health),
@@ -92,8 +62,50 @@ def add_routes(edge: Any, root: str, methods: list[str]) -> None:
         ("tokens", tokens),
         ("metrics", metrics),
     ):
-        edge._route(f"{root}/{name}", methods, handler)
+        edge.route(f"{root}/{name}", methods, handler)
 
 
-def _label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+class EdgeCollector:
+    """Edge's own series, read from its state at each scrape (prometheus_client's custom collector), beside
+    the request series of every process (flagproxy/http/series.py)."""
+
+    def __init__(self, edge: Any) -> None:
+        self.edge = edge
+
+    def collect(self) -> Iterator[Metric]:
+        edge = self.edge
+        yield GaugeMetricFamily("edge_up", "Whether the instance is up.", value=1)
+        yield GaugeMetricFamily(
+            "edge_ready", "Whether every start-up token's environment has features.", value=int(edge.ready)
+        )
+        yield GaugeMetricFamily("edge_start_time_seconds", "When the instance started.", value=STARTED)
+        known = GaugeMetricFamily(
+            "edge_known_tokens", "Tokens in the validation cache, by state.", labels=["state"]
+        )
+        known.add_metric(["valid"], len(edge.validator.known))
+        known.add_metric(["invalid"], len(edge.validator.invalid))
+        yield known
+        yield CounterMetricFamily(
+            "edge_token_validation_requests",
+            "Calls to the upstream's /edge/validate.",
+            value=edge.validator.upstream_calls,
+        )
+        yield CounterMetricFamily(
+            "edge_token_full_checks",
+            "Requests whose token was checked in full (first sight, a refusal, no data yet); a token that "
+            "passed before takes one lookup and is not counted.",
+            value=edge.gate.full_checks,
+        )
+        updated = GaugeMetricFamily(
+            "edge_features_last_update_ms",
+            "When each scope's flags last changed (epoch ms).",
+            labels=["environment", "projects"],
+        )
+        for scope, served in sorted(edge.scopes.served.items()):
+            updated.add_metric([scope[0], ",".join(scope[1])], served.store.last_update_ms)
+        yield updated
+        yield CounterMetricFamily(
+            "edge_metrics_batches_sent",
+            "Bulk usage batches the upstream took.",
+            value=edge.sync.sender.posts if edge.sync is not None else 0,
+        )

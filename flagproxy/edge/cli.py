@@ -124,7 +124,7 @@ def _serve_offline(settings: EdgeSettings) -> int:
 
 
 def _serve(settings: EdgeSettings, source: Any) -> int:
-    from flagproxy.edge.app import create_app
+    from flagproxy.edge.routes import create_app
     from flagproxy.http.serving import StoppingHttpProtocol
     from flagproxy.http.serving import serve as run_workers
 

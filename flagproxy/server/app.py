@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from dataclasses import dataclass, field
 
@@ -20,13 +19,12 @@ from flagproxy.server.console.render import use_console_templates
 from flagproxy.server.errors import install_error_handlers
 from flagproxy.server.frontend_snapshots import FrontendSnapshots
 from flagproxy.server.identity.permissions import ROUTE_NEEDS
+from flagproxy.server.logs import configure_logging
 from flagproxy.server.openapi_page import page_file
 from flagproxy.server.routes import blueprints
 from flagproxy.server.settings import ServerSettings
 from flagproxy.server.startup import open_and_prepare
 from flagproxy.server.storage.database import Database
-
-LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING, "error": logging.ERROR}
 
 
 @dataclass
@@ -99,8 +97,6 @@ def create_app(settings: ServerSettings, name: str = "flagproxy-server") -> Serv
     async def open_database(app: ServerApp) -> None:
         if os.environ.get("SANIC_WORKER_IDENTIFIER"):
             # A worker process built its own app (and Sanic's default logging) from the factory.
-            from flagproxy.server.cli import configure_logging
-
             configure_logging(settings.log_level)
         app.ctx.db = open_and_prepare(settings)
 

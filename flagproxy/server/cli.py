@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from functools import partial
@@ -11,24 +10,10 @@ from sanic.worker.loader import AppLoader
 
 from flagproxy.http.serving import StoppingHttpProtocol
 from flagproxy.http.serving import serve as run_workers
-from flagproxy.server import redaction
-from flagproxy.server.app import LOG_LEVELS, create_app
+from flagproxy.server.app import create_app
+from flagproxy.server.logs import configure_logging
 from flagproxy.server.settings import ServerSettings, SettingsError
 from flagproxy.server.startup import open_and_prepare
-
-
-def configure_logging(level_name: str) -> None:
-    """Our messages on stderr; Sanic's start/stop chatter only at info or debug."""
-    level = LOG_LEVELS.get(level_name, logging.WARNING)
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    ours = logging.getLogger("flagproxy.server")
-    ours.addHandler(handler)
-    ours.setLevel(level)
-    ours.propagate = False
-    for name in ("sanic.root", "sanic.server", "sanic.error"):
-        logging.getLogger(name).setLevel(level)
-    redaction.install()  # token and invite secrets in URLs never reach the access log
 
 
 def main(argv: list[str]) -> int:

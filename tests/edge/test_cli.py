@@ -128,14 +128,14 @@ def test_probe_of_nothing_fails() -> None:
 def test_docs_list_every_option_and_route() -> None:
     from pathlib import Path
 
-    from flagproxy.edge.app import EdgeApp
+    from flagproxy.edge.routes import create_app
     from flagproxy.edge.settings import EdgeSettings
 
     docs = (Path(__file__).resolve().parents[2] / "docs" / "edge.md").read_text()
     for option in OPTIONS:
         assert f"| `{option.flag}`" in docs and f"`{option.env}`" in docs, option.key
-    edge_app = EdgeApp(EdgeSettings.load({"upstream_url": "http://x", "dynamic": "true"}, env={}))
-    paths = {"/" + route.path for route in edge_app.app.router.routes}
+    app = create_app(EdgeSettings.load({"upstream_url": "http://x", "dynamic": "true"}, env={}))
+    paths = {"/" + route.path for route in app.router.routes}
     for path in paths:
         documented = path.replace("<name:str>", ":name").replace("<name>", ":name")
         assert f"{documented}`" in docs, path

@@ -60,6 +60,27 @@ def test_client_features_etag_and_304(running: EdgeProcess) -> None:
     assert other["etag"] != etag
 
 
+@pytest.mark.parametrize(
+    ("path", "token"), [("/api/frontend?userId=7", DEV_FRONTEND), ("/api/client/features", DEV_CLIENT)]
+)
+def test_304_is_the_proxys(running: EdgeProcess, path: str, token: str) -> None:
+    """One 200/304 answer for both products (flagproxy/http/conditional.py), as Express's `fresh` decides
+    it for the Node proxy: a request that says `Cache-Control: no-cache` gets the body whatever its
+    If-None-Match; the 304 keeps ETag, Cache-control and CORS and drops Vary."""
+    status, headers, body = running.get(path, token)
+    assert status == 200 and body
+    assert headers["cache-control"] == "public, max-age=2" and headers["vary"] == "Accept-Encoding"
+    etag = headers["etag"]
+    status, again, rest = running.get(path, token, headers={"If-None-Match": etag})
+    assert (status, rest) == (304, b"")
+    assert again["etag"] == etag and again["cache-control"] == "public, max-age=2" and "vary" not in again
+    for cache_control in ("no-cache", "max-age=0, no-cache"):
+        status, _, fresh = running.get(
+            path, token, headers={"If-None-Match": etag, "Cache-Control": cache_control}
+        )
+        assert (status, fresh) == (200, body)
+
+
 def test_client_features_name_prefix_and_one_feature(running: EdgeProcess) -> None:
     status, headers, body = running.get("/api/client/features?namePrefix=prod", DEV_CLIENT)
     assert status == 200 and names(body) == {"prod-only"}

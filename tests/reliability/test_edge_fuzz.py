@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flagproxy.edge.app import EdgeApp
+from flagproxy.edge.routes import create_app
 from flagproxy.edge.settings import EDGE, EdgeSettings
 from tests.edge.conftest import DEFAULT_DEV_FRONTEND, DEV_CLIENT, DEV_FRONTEND, PROD_FRONTEND
 from tests.edge.harness import EdgeProcess, edge
@@ -54,7 +54,7 @@ TOKENS = [
 def edge_routes() -> list[tuple[str, frozenset[str]]]:
     """(path template, methods) of every route `flagproxy edge` serves, from the app's route table."""
     settings = EdgeSettings.load({"upstream_url": "http://127.0.0.1:9", "tokens": DEV_CLIENT}, {}, EDGE)
-    app = EdgeApp(settings).app
+    app = create_app(settings)
     return sorted({("/" + route.raw_path, frozenset(route.methods)) for route in app.router.routes})
 
 
