@@ -174,12 +174,11 @@ def test_pretrusted_tokens_are_never_asked_about(stub: CountingUpstream, started
 
 
 def _full_checks(process: EdgeProcess) -> int:
+    from prometheus_client.parser import text_string_to_metric_families
+
     text = process.get("/internal-backstage/metrics")[2].decode()
-    return int(
-        next(line for line in text.splitlines() if line.startswith("edge_token_full_checks_total ")).split()[
-            1
-        ]
-    )
+    family = next(f for f in text_string_to_metric_families(text) if f.name == "edge_token_full_checks")
+    return int(family.samples[0].value)
 
 
 def test_a_bearer_token_takes_the_one_lookup_path(stub: CountingUpstream, started: list[EdgeProcess]) -> None:
