@@ -1,5 +1,7 @@
 """Token validation against a loopback upstream that counts what it is asked: caching (refusals too),
-single flight, one upstream call for a storm, revalidation, strict vs dynamic, pretrusted tokens."""
+single flight, one upstream call for a storm, revalidation, strict vs dynamic, pretrusted tokens. The
+stand-in is here for what only it can do (count and delay the upstream's calls, fail them);
+tests/edge/test_server_upstream.py holds the same token contracts against a real `flagproxy server`."""
 
 from __future__ import annotations
 

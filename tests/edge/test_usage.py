@@ -1,5 +1,7 @@
 """Usage metrics: counted per environment, sent in bulk in batches under 95 kB with a token of their
-environment, nothing lost while the upstream refuses them, bounded memory."""
+environment, nothing lost while the upstream refuses them, bounded memory. The counting stand-in shows each
+batch's size and token and can refuse them; tests/edge/test_server_upstream.py checks that usage lands in a
+real `flagproxy server`'s records."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The validation cache on its own, with a fake upstream client: batching per loop turn, single flight,
-bounded refusals, the backup's hashes."""
+bounded refusals, the backup's hashes; and with the real upstream client against a real `flagproxy server`,
+whose `/edge/validate` says what each token is."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from flagproxy.edge import validation
 from flagproxy.edge.tokens import RESTORED, VALIDATED, token_key
 from flagproxy.edge.validation import TokenValidator, UpstreamUnavailable
 from flagproxy.http.logger import make_logger
+from flagproxy.sync.upstream import UpstreamClient, UpstreamConfig
+from tests.server.harness import ADMIN_TOKEN, Api, ServerProcess, unique
 
 VALID = "*:development.valid-secret"
 
@@ -84,3 +87,39 @@ def test_the_backup_keeps_hashes_and_a_restored_token_learns_its_secret() -> Non
     _, token, _ = restarted.cached(VALID)
     assert token is not None and token.status == VALIDATED and token.secret == VALID
     assert restarted.restore([{"key": "zz"}, "junk"]) == 0
+
+
+def _made(api: Api, kind: str, environment: str, projects: list[str]) -> str:
+    body = {"tokenName": unique("v"), "type": kind, "environment": environment, "projects": projects}
+    answer = api.post("/api/admin/api-tokens", body)
+    assert answer.status == 201, answer.body
+    return str(answer.json()["secret"])
+
+
+def test_a_real_server_says_what_each_token_is(upstream_server: ServerProcess, admin: Api) -> None:
+    client_token = _made(admin, "client", "production", ["*"])
+    frontend_token = _made(admin, "frontend", "development", ["default", "other"])
+    revoked = _made(admin, "client", "development", ["default"])
+    assert admin.delete(f"/api/admin/api-tokens/{revoked}").status == 200
+    made_up = [f"*:development.{unique('made-up')}" for _ in range(50)]
+    asked = [client_token, frontend_token, revoked, ADMIN_TOKEN, *made_up]
+
+    async def validate_all() -> list[Any]:
+        client = UpstreamClient(
+            UpstreamConfig(url=upstream_server.url, token="", app_name="t", instance_id="i")
+        )
+        cache = TokenValidator(client, make_logger(None, "fatal", False))
+        try:
+            answers = await asyncio.gather(*(cache.validate(t) for t in asked))
+            return [answers, cache.upstream_calls]
+        finally:
+            await client.close()
+
+    answers, calls = asyncio.run(validate_all())
+    assert calls == 1  # one /edge/validate call for the whole loop turn
+    described = [None if a is None else (a.type, a.environment, a.projects, a.status) for a in answers]
+    assert described[:2] == [
+        ("client", "production", ("*",), VALIDATED),
+        ("frontend", "development", ("default", "other"), VALIDATED),
+    ]
+    assert described[2:] == [None] * (2 + len(made_up))  # revoked, admin and unknown tokens are refused
