@@ -1,7 +1,10 @@
-"""Running a Sanic app in one or N worker processes, for `flagproxy proxy` and `flagproxy server` alike.
+"""Running a Sanic app in one or N worker processes, for `flagproxy proxy`, `flagproxy edge` and `flagproxy
+server` alike.
 
-One place, so both commands share the fixes for two Sanic 25.12 (the current release) shutdown bugs in
-its multi-worker manager, both of which matter for `docker stop` right after a start:
+One place, so every command shares five fixes of Sanic 25.12's (the current release) shutdown: two bugs in
+its multi-worker manager (1, 2), two ways a signal to the whole process group breaks a stop (3, 4), and busy
+keep-alive connections that hold a stop up (5). Each matters for `docker stop`, right after a start or
+under load:
 
 1. The manager waits (up to 30 s, WorkerProcess.THRESHOLD) for every worker to acknowledge its startup
    before it looks at anything else. A SIGTERM/SIGINT during that wait marks the workers terminated, so the

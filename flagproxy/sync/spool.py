@@ -44,7 +44,7 @@ class UsageSpool:
 
     def hand_off_document(self, document: dict[str, Any]) -> None:
         """Write one hand-off of any product's usage (JSON) for the leader: the proxy's counts
-        (`hand_off`), the edge's per-environment counts and registrations (flagproxy/edge/metrics.py)."""
+        (`hand_off`), the edge's per-environment counts and registrations (flagproxy/edge/usage.py)."""
         name = f"{self._prefix}-{next(self._numbers)}{SUFFIX}"
         fd, temporary = tempfile.mkstemp(prefix=".usage-", dir=self.directory)
         try:
