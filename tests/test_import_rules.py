@@ -186,7 +186,15 @@ def test_the_server_imports_neither_product_and_reaches_the_engine_through_the_s
 
 
 def test_only_the_store_talks_to_the_engine_on_the_http_side() -> None:
-    engine = ["flagproxy.snapshot", "flagproxy.evaluator", "flagproxy._eval", "flagproxy.compiler"]
+    engine = [
+        "flagproxy.snapshot",
+        "flagproxy.evaluator",
+        "flagproxy._eval",
+        "flagproxy._eval_py",
+        "flagproxy._murmur_py",
+        "flagproxy.compiler",
+        "flagproxy.image",
+    ]
     users = {
         e.importer
         for e in EDGES

@@ -33,7 +33,7 @@ from flagproxy.http.errors import ClientError
 from flagproxy.http.logger import make_logger
 from flagproxy.http.series import RequestSeries, preflight_or_fallback
 from flagproxy.http.serving import guard_worker_signals
-from flagproxy.http.trust import remote_address
+from flagproxy.http.trust import remote_address_of
 
 BODY_LIMIT = 256 * 1024  # a downstream edge's usage batch is under 95 kB; SDK bodies far smaller
 NOT_READY = b'{"error":"Edge has no features for this token yet: its upstream has not answered"}'
@@ -60,6 +60,7 @@ class EdgeApp:
             self.validator = self.sync.validator
         self.gate = Gate(self)
         self.answer = make_answer(self.cors)
+        self.remote_address = remote_address_of(s.trust_proxy)  # request → the context's remoteAddress
         self.connect_via = {"appName": s.app_name, "instanceId": s.instance_id}  # added to registrations
         self.tasks: list[asyncio.Task[Any]] = []
         # Requests by route and status and their durations, as `flagproxy proxy` counts them
@@ -167,9 +168,6 @@ class EdgeApp:
         if isinstance(served, ServedScope) and served.current is None:
             return self.not_ready(request)
         return served
-
-    def remote_address(self, request: Request) -> str:
-        return remote_address(request, self.settings.trust_proxy)
 
     # ---- everything else ----------------------------------------------------------------------------
 

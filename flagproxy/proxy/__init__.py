@@ -3,9 +3,11 @@
     from flagproxy.proxy import create_app, ProxySettings
     app = create_app(ProxySettings.load({"service_url": ..., "service_api_token": ..., "client_keys": [...]}))
 
-Modules: settings (options), app (factory and routes), context (request → Unleash context), trust
-(X-Forwarded-For), auth (keys), cors, etag, responses, errors, schemas (frontend SDK bodies), store (the
-engine behind one door), enrichers, logger, openapi, docs_page, cli.
+Modules: settings (the option table), app (factory and routes), auth (client keys), sync (the sync built
+from the settings, the leader of `--workers N`), series (the proxy's own Prometheus series), status_page,
+enrichers, openapi, docs_page, cli. What it shares with `flagproxy edge` (context, CORS, trusted proxies,
+ETags, answers, bodies, the request series, the worker machinery) is in flagproxy/http/ and
+flagproxy/instance/.
 """
 
 from flagproxy.proxy.app import create_app

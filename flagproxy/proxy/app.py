@@ -43,7 +43,7 @@ from flagproxy.http.response_cache import ResponseCache
 from flagproxy.http.series import CONTENT_TYPE as PROMETHEUS_TYPE
 from flagproxy.http.series import RequestSeries, preflight_or_fallback
 from flagproxy.http.serving import answer_can_arrive, guard_worker_signals
-from flagproxy.http.trust import remote_address
+from flagproxy.http.trust import remote_address_of
 from flagproxy.instance.follower import Follower
 from flagproxy.instance.leader import Instance, stop_sync
 from flagproxy.instance.store import ServedSnapshot, SnapshotStore
@@ -129,6 +129,7 @@ class _ProxyApp:
             ResponseCache(cache_bytes) if cache_bytes and not s.exp_custom_enrichers else None
         )
         self._answer = make_answer(self.cors)
+        self._remote_address = remote_address_of(s.trust_proxy)
         # Requests by route and status, durations (flagproxy/http/series.py): each handler wrapped once.
         self.series = RequestSeries(s.enable_prometheus, self.logger)
         self.flag_usage = FlagUsageSeries(self.series)
@@ -339,9 +340,6 @@ class _ProxyApp:
     def _make_post_toggles(self, include_disabled: bool) -> Handler:
         # POST answers are never 304 (Express's `fresh` only applies to GET and HEAD).
         return self._make_toggles(include_disabled, _json_body, _parse_post, conditional=False)
-
-    def _remote_address(self, request: Request) -> str:
-        return remote_address(request, self.settings.trust_proxy)
 
     def _enricher_failed(self, request: Request, error: EnricherError) -> HTTPResponse:
         self.logger.error(f"A custom context enricher failed: {error}")
