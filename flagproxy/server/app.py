@@ -16,6 +16,7 @@ from flagproxy.server.auth import authenticate
 from flagproxy.server.client_features import PayloadCache
 from flagproxy.server.console import blueprints as console_blueprints
 from flagproxy.server.console.render import use_console_templates
+from flagproxy.server.delta.feed import DeltaFeed
 from flagproxy.server.errors import install_error_handlers
 from flagproxy.server.frontend_snapshots import FrontendSnapshots
 from flagproxy.server.identity.permissions import ROUTE_NEEDS
@@ -32,6 +33,8 @@ class ServerContext:
     settings: ServerSettings
     db: Database = field(init=False)
     payloads: PayloadCache = field(default_factory=PayloadCache)
+    hydrations: PayloadCache = field(default_factory=PayloadCache)  # delta hydrations, per query
+    delta_feed: DeltaFeed | None = None  # new delta events for this process's streams (DELTA_API)
     frontend: FrontendSnapshots = field(default_factory=FrontendSnapshots)
 
 
@@ -99,6 +102,15 @@ def create_app(settings: ServerSettings, name: str = "flagproxy-server") -> Serv
             # A worker process built its own app (and Sanic's default logging) from the factory.
             configure_logging(settings.log_level)
         app.ctx.db = open_and_prepare(settings)
+        if settings.delta_api:
+            app.ctx.delta_feed = DeltaFeed(app.ctx.db, settings.max_streams)
+            app.ctx.delta_feed.start()
+
+    @app.before_server_stop
+    async def end_streams(app: ServerApp) -> None:
+        # Open streams end now rather than hold the graceful stop; their clients reconnect elsewhere.
+        if app.ctx.delta_feed is not None:
+            await app.ctx.delta_feed.stop()
 
     @app.after_server_stop
     async def close_database(app: ServerApp) -> None:

@@ -54,44 +54,61 @@ def _strategy_wire(strategy: dict[str, Any], segments: dict[int, dict[str, Any]]
     return wire
 
 
-def _selected(catalog: Catalog, query: ClientQuery) -> list[dict[str, Any]]:
-    wanted_tags = set(query.tags)
-    chosen = []
-    for feature in catalog.features:
-        if query.projects is not None and feature["project"] not in query.projects:
-            continue
-        if query.name_prefix and not feature["name"].startswith(query.name_prefix):
-            continue
-        if wanted_tags:
-            tags = {(tag["type"], tag["value"]) for tag in catalog.tags.get(feature["name"], [])}
-            if not tags & wanted_tags:
-                continue
-        chosen.append(feature)
-    return chosen
+def selected(catalog: Catalog, query: ClientQuery) -> list[dict[str, Any]]:
+    """The catalog's features the query's projects, name prefix and tags choose, in catalog order."""
+    return [
+        feature
+        for feature in catalog.features
+        if in_scope(query, feature["project"], feature["name"], tag_pairs(catalog, feature["name"]))
+    ]
+
+
+def tag_pairs(catalog: Catalog, name: str) -> frozenset[tuple[str, str]]:
+    return frozenset((tag["type"], tag["value"]) for tag in catalog.tags.get(name, []))
+
+
+def in_scope(query: ClientQuery, project: str, name: str, tags: frozenset[tuple[str, str]]) -> bool:
+    """Whether a feature of this project, name and tags is in the query's scope (any listed tag matches)."""
+    if query.projects is not None and project not in query.projects:
+        return False
+    if query.name_prefix and not name.startswith(query.name_prefix):
+        return False
+    return not query.tags or not tags.isdisjoint(query.tags)
+
+
+def feature_wire(catalog: Catalog, feature: dict[str, Any], environment: str, inline: bool) -> dict[str, Any]:
+    """One feature as the client API serves it in `environment`: the wire shape both the full document and
+    the delta events carry."""
+    name = feature["name"]
+    state = catalog.feature_environments.get((name, environment))
+    strategies = [s for s in catalog.strategies.get((name, environment), []) if not s["disabled"]]
+    wire: dict[str, Any] = {
+        "name": name,
+        "type": feature["type"],
+        "description": feature["description"],
+        "project": feature["project"],
+        "enabled": bool(state and state["enabled"]),
+        "stale": bool(feature["stale"]),
+        "impressionData": bool(feature["impression_data"]),
+        "strategies": [_strategy_wire(s, catalog.segments, inline) for s in strategies],
+        "variants": state["variants"] if state else [],
+    }
+    if name in catalog.parents:
+        wire["dependencies"] = catalog.parents[name]
+    return wire
+
+
+def segment_wire(segment: dict[str, Any]) -> dict[str, Any]:
+    return {"id": segment["id"], "name": segment["name"], "constraints": segment["constraints"]}
 
 
 def build(catalog: Catalog, query: ClientQuery, revision: int) -> ClientPayload:
     features = []
     used_segments: set[int] = set()
-    for feature in _selected(catalog, query):
-        name = feature["name"]
-        state = catalog.feature_environments.get((name, query.environment))
-        strategies = [s for s in catalog.strategies.get((name, query.environment), []) if not s["disabled"]]
-        for strategy in strategies:
-            used_segments.update(strategy["segments"])
-        wire: dict[str, Any] = {
-            "name": name,
-            "type": feature["type"],
-            "description": feature["description"],
-            "project": feature["project"],
-            "enabled": bool(state and state["enabled"]),
-            "stale": bool(feature["stale"]),
-            "impressionData": bool(feature["impression_data"]),
-            "strategies": [_strategy_wire(s, catalog.segments, query.inline_segments) for s in strategies],
-            "variants": state["variants"] if state else [],
-        }
-        if name in catalog.parents:
-            wire["dependencies"] = catalog.parents[name]
+    for feature in selected(catalog, query):
+        wire = feature_wire(catalog, feature, query.environment, query.inline_segments)
+        for strategy in wire["strategies"]:
+            used_segments.update(strategy.get("segments", ()))
         features.append(wire)
 
     query_hash = query.query_hash
@@ -108,11 +125,7 @@ def build(catalog: Catalog, query: ClientQuery, revision: int) -> ClientPayload:
     payload: dict[str, Any] = {"version": 2, "features": features, "query": query_json}
     if not query.inline_segments:
         payload["segments"] = [
-            {
-                "id": segment_id,
-                "name": catalog.segments[segment_id]["name"],
-                "constraints": catalog.segments[segment_id]["constraints"],
-            }
+            segment_wire(catalog.segments[segment_id])
             for segment_id in sorted(used_segments)
             if segment_id in catalog.segments
         ]

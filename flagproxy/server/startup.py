@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 from flagproxy.server.clock import now_iso
+from flagproxy.server.delta import log as delta_log
 from flagproxy.server.settings import ServerSettings, SettingsError
 from flagproxy.server.storage import projects as project_rows
 from flagproxy.server.storage import tokens as token_rows
@@ -47,4 +48,6 @@ def open_and_prepare(settings: ServerSettings) -> Database:
     if applied:
         log.info("applied schema migrations %s", applied)
     create_init_tokens(database, settings)
+    with database.transaction() as tx:
+        delta_log.initialize(tx)
     return database

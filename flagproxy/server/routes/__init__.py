@@ -9,6 +9,7 @@ def blueprints() -> list[Blueprint]:
     from flagproxy.server.routes import (
         access,
         client,
+        delta,
         edge,
         environments,
         events,
@@ -50,6 +51,7 @@ def blueprints() -> list[Blueprint]:
         usage.bp,
         playground.bp,
         client.bp,
+        delta.bp,
         frontend.bp,
         edge.bulk,
         edge.bp,

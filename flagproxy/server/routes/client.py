@@ -24,6 +24,7 @@ from flagproxy.server.storage import features as feature_rows
 from flagproxy.server.storage import projects as project_rows
 from flagproxy.server.storage import revision
 from flagproxy.server.storage import usage as usage_rows
+from flagproxy.server.storage.catalog import Catalog
 from flagproxy.server.storage.database import Tx
 from flagproxy.server.tokens import ApiToken
 from flagproxy.server.validation import json_body
@@ -60,6 +61,16 @@ def client_query(request: Request, token: ApiToken) -> ClientQuery:
     )
 
 
+def catalog_at(request: Request, tx: Tx, latest: int) -> Catalog:
+    """The catalog at revision `latest`: the one this worker already read for it, else read now (after the
+    revision, so it may be newer than its label, never older)."""
+    for cache in (request.app.ctx.payloads, request.app.ctx.hydrations):
+        catalog = cache.catalog_for(latest)
+        if catalog is not None:
+            return catalog
+    return catalog_rows.load(tx)
+
+
 def current_payload(request: Request, query: ClientQuery) -> ClientPayload:
     cache = request.app.ctx.payloads
     with transaction(request) as tx:
@@ -67,10 +78,7 @@ def current_payload(request: Request, query: ClientQuery) -> ClientPayload:
         payload = cache.get(query, latest)
         if payload is not None:
             return payload
-        catalog = cache.catalog_for(latest)
-        if catalog is None:
-            # Read the revision before the data: a payload may then be newer than its label, never older.
-            catalog = catalog_rows.load(tx)
+        catalog = catalog_at(request, tx, latest)
     payload = build(catalog, query, latest)
     cache.put(query, payload, catalog)
     log.debug(

@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 from sanic import HTTPResponse, Request
 
+from flagproxy.server.delta import log as delta_log
 from flagproxy.server.errors import NotFound, ValidationFailed
 from flagproxy.server.storage import features as feature_rows
 from flagproxy.server.storage import projects as project_rows
@@ -50,10 +51,14 @@ def transaction(request: Request) -> Iterator[Tx]:
 @contextmanager
 def changing(request: Request) -> Iterator[Tx]:
     """A unit of work that alters what the client API serves: the data revision goes up when it commits,
-    so every worker and instance rebuilds its client payload (and proxies see a new ETag)."""
+    so every worker and instance rebuilds its client payload (and proxies see a new ETag), and what it
+    changed is appended to the delta log (for /api/client/delta and streaming)."""
     with transaction(request) as tx:
         yield tx
         revision.bump(tx)
+        delta_log.record(tx, request.app.ctx.settings.delta_kept_events)
+    if request.app.ctx.delta_feed is not None:
+        request.app.ctx.delta_feed.wake()
 
 
 def path_id(value: str, what: str) -> int:

@@ -138,6 +138,28 @@ MIGRATIONS: tuple[Migration, ...] = (
         ),
         seed=lambda tx: _seed_roles(tx),
     ),
+    Migration(
+        3,
+        "the delta log: what each change did to the client API, for /api/client/delta and streaming",
+        (
+            # One row per feature (in one environment) or segment a change altered, with the revision the
+            # change committed as its event id; body is the feature or segment as the client API serves it.
+            # old_project and old_tags say where a feature was before, so a scoped reader knows when it left.
+            """CREATE TABLE delta_events (
+                seq {pk}, event_id BIGINT NOT NULL, environment TEXT, type TEXT NOT NULL, name TEXT,
+                project TEXT, tags TEXT, old_project TEXT, old_tags TEXT, segment_id BIGINT, body TEXT)""",
+            "CREATE INDEX delta_events_event ON delta_events (event_id)",
+            # What the log last recorded of each feature and segment (a digest of the served bytes), to
+            # tell which ones a change altered.
+            """CREATE TABLE delta_features (
+                environment TEXT NOT NULL, name TEXT NOT NULL, project TEXT NOT NULL, tags TEXT NOT NULL,
+                digest TEXT NOT NULL, PRIMARY KEY (environment, name))""",
+            "CREATE TABLE delta_segments (id BIGINT PRIMARY KEY, digest TEXT NOT NULL)",
+            # floor: the oldest revision the log can replay from (NULL until the first change records).
+            "CREATE TABLE delta_window (id INTEGER PRIMARY KEY, floor BIGINT)",
+            "INSERT INTO delta_window (id, floor) VALUES (1, NULL)",
+        ),
+    ),
 )
 
 

@@ -1,0 +1,175 @@
+"""Each server process's feed: new events from the database, handed to the process's open streams.
+
+The database is the source of truth. A change committed through any process (a worker of `--workers N`,
+or another server on the same PostgreSQL) reaches every process: on PostgreSQL through `LISTEN`, the
+change's transaction sending `NOTIFY` as it commits (and a read every few seconds, should a notification
+be lost while the listening connection reconnects); on SQLite by reading the event table's index every
+0.1 s. A change made by this process wakes its feed at once.
+
+Streams hold no copy of the log: the feed reads each new revision's events once and hands the same
+objects to every stream, which picks what its token may see. A stream that falls behind (more than
+MAX_PENDING batches unsent) drops them and catches up from the database instead, so a slow client costs
+a bounded amount of memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+
+from flagproxy.server.delta.events import DeltaEvent, parse
+from flagproxy.server.storage import delta as delta_rows
+from flagproxy.server.storage import revision
+from flagproxy.server.storage.database import Database
+
+log = logging.getLogger("flagproxy.server")
+
+SQLITE_POLL_SECONDS = 0.1
+POSTGRES_POLL_SECONDS = 5.0
+MAX_PENDING = 64
+LISTEN_RETRY_SECONDS = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """Events read at once, every environment's; `upto` is the newest revision they bring a reader to."""
+
+    events: list[DeltaEvent]
+    upto: int
+
+
+class Subscriber:
+    """One open stream's inbox."""
+
+    __slots__ = ("_ready", "behind", "pending", "stopped")
+
+    def __init__(self) -> None:
+        self.pending: list[Batch] = []
+        self.behind = False  # batches were dropped: catch up from the database
+        self.stopped = False
+        self._ready = asyncio.Event()
+
+    def offer(self, batch: Batch) -> None:
+        if len(self.pending) >= MAX_PENDING:
+            self.pending.clear()
+            self.behind = True
+        else:
+            self.pending.append(batch)
+        self._ready.set()
+
+    def fell_behind(self) -> None:
+        self.pending.clear()
+        self.behind = True
+        self._ready.set()
+
+    def stop(self) -> None:
+        self.stopped = True
+        self._ready.set()
+
+    async def wait(self, timeout: float) -> bool:
+        """True when there is something to do (batches, a catch-up, a stop); False after `timeout`."""
+        try:
+            await asyncio.wait_for(self._ready.wait(), timeout)
+        except TimeoutError:
+            return False
+        self._ready.clear()
+        return True
+
+    def take(self) -> list[Batch]:
+        taken, self.pending = self.pending, []
+        return taken
+
+
+class DeltaFeed:
+    """New events for this process's streams; at most `max_streams` of them at once."""
+
+    def __init__(self, database: Database, max_streams: int) -> None:
+        self.database = database
+        self.max_streams = max_streams
+        self.subscribers: set[Subscriber] = set()
+        self.position = 0
+        self.events_sent = 0
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def subscribe(self) -> Subscriber | None:
+        """A new stream's inbox, or None when this process already serves `max_streams` streams."""
+        if self._stopping or len(self.subscribers) >= self.max_streams:
+            return None
+        subscriber = Subscriber()
+        self.subscribers.add(subscriber)
+        return subscriber
+
+    def unsubscribe(self, subscriber: Subscriber) -> None:
+        self.subscribers.discard(subscriber)
+
+    def wake(self) -> None:
+        """A change was committed by this process: read it now rather than at the next poll."""
+        self._wake.set()
+
+    def start(self) -> None:
+        with self.database.transaction(read_only=True) as tx:
+            self.position = revision.current(tx)
+        self._tasks.append(asyncio.create_task(self._follow(), name="delta-feed"))
+        url = getattr(self.database, "url", None)
+        if self.database.dialect == "postgres" and url:
+            self._tasks.append(asyncio.create_task(self._listen(url), name="delta-listen"))
+
+    async def stop(self) -> None:
+        """End every open stream (their handlers finish their responses) and stop reading."""
+        self._stopping = True
+        for subscriber in list(self.subscribers):
+            subscriber.stop()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+
+    async def _follow(self) -> None:
+        interval = SQLITE_POLL_SECONDS if self.database.dialect == "sqlite" else POSTGRES_POLL_SECONDS
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), interval)
+            self._wake.clear()
+            try:
+                self.pull()
+            except Exception:  # a database outage must not end the feed; the next turn retries
+                log.exception("delta feed: reading new events failed")
+                await asyncio.sleep(interval)
+
+    def pull(self) -> None:
+        """Read the events after the feed's position and hand them to every stream."""
+        with self.database.transaction(read_only=True) as tx:
+            rows = delta_rows.events_after(tx, self.position)
+            window = delta_rows.floor(tx) if rows else None
+        if not rows:
+            return
+        batch = Batch(parse(rows), int(rows[-1]["event_id"]))
+        missed = window is not None and self.position < window
+        self.position = batch.upto
+        for subscriber in list(self.subscribers):
+            if missed:  # older events were dropped before this process read them: streams catch up
+                subscriber.fell_behind()
+            else:
+                subscriber.offer(batch)
+
+    async def _listen(self, url: str) -> None:
+        import psycopg
+
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(url, autocommit=True) as connection:
+                    await connection.execute(f"LISTEN {delta_rows.NOTIFY_CHANNEL}")
+                    self._wake.set()  # whatever was committed while not listening
+                    async for _ in connection.notifies():
+                        self._wake.set()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("delta feed: listening on PostgreSQL failed (%s); retrying", exc)
+                await asyncio.sleep(LISTEN_RETRY_SECONDS)

@@ -1,0 +1,158 @@
+"""Unleash's delta API and its stream, for server SDKs and edges that apply changes as they happen.
+
+`GET /api/client/delta`: a hydration for a reader that names no revision (If-None-Match) or one the log
+no longer keeps, the events after the one it names, or 304 when nothing newer concerns it. ETag is the
+last event's id in quotes, as Unleash sends it. `GET /api/client/streaming`: server-sent events, first
+`unleash-connected` (a hydration, or what was missed after `Last-Event-ID`), then `unleash-updated` with
+each change's events; the SSE `id` is the last event's id. Both are scoped like `/api/client/features`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from sanic import Blueprint, HTTPResponse, Request
+from sanic_ext import openapi
+
+from flagproxy.server.client_features import ClientPayload, ClientQuery
+from flagproxy.server.delta import events as delta_events
+from flagproxy.server.delta.feed import Subscriber
+from flagproxy.server.errors import NotFound
+from flagproxy.server.routes.client import catalog_at, client_query
+from flagproxy.server.routes.common import transaction
+from flagproxy.server.storage import delta as delta_rows
+from flagproxy.server.storage import revision
+
+bp = Blueprint("client_delta", url_prefix="/api/client")
+log = logging.getLogger("flagproxy.server")
+
+KEEP_ALIVE_SECONDS = 30.0
+EMPTY = b'{"events":[]}'
+
+
+def event_id(text: str | None) -> int | None:
+    """A revision from If-None-Match (`"12"`, `W/"12"`, `12`) or Last-Event-ID; None for anything else."""
+    if not text:
+        return None
+    text = text.strip().removeprefix("W/").strip('"')
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None
+
+
+def delta_query(request: Request) -> ClientQuery:
+    if not request.app.ctx.settings.delta_api:
+        raise NotFound("The delta API and streaming are turned off on this server (DELTA_API=false)")
+    # Delta readers always get segments by reference: every SDK that reads deltas understands them.
+    return dataclasses.replace(client_query(request, request.ctx.token), inline_segments=False)
+
+
+def catch_up(request: Request, query: ClientQuery, since: int | None) -> tuple[bytes | None, int]:
+    """(document, its last event id) bringing a reader at revision `since` up to date, or (None, since)
+    when nothing newer concerns it: the events after `since` while the log keeps them, else a hydration."""
+    with transaction(request) as tx:
+        current = revision.current(tx)
+        if since == current:
+            return None, since
+        floor = delta_rows.floor(tx)
+        if since is not None and floor is not None and floor <= since < current:
+            rows = delta_rows.events_after(tx, since, query.environment)
+            wires, last = delta_events.scoped(delta_events.parse(rows), query, since)
+            return (delta_events.document(wires), last) if wires else (None, since)
+        cache = request.app.ctx.hydrations
+        cached = cache.get(query, current)
+        if cached is not None:
+            return cached.body, current
+        catalog = catalog_at(request, tx, current)
+    body = delta_events.document([delta_events.hydration(catalog, query, current)])
+    cache.put(query, ClientPayload(current, body, f'"{current}"'), catalog)
+    return body, current
+
+
+@bp.get("/delta")
+@openapi.summary("Changes since a revision (Unleash delta API)")
+@openapi.description(
+    "Without If-None-Match, or naming a revision the server no longer keeps: one `hydration` event with "
+    'the token\'s features (segments by reference) and every segment. With `If-None-Match: "<eventId>"`: '
+    "the `feature-updated`, `feature-removed`, `segment-updated` and `segment-removed` events after it, or "
+    "304. ETag: the last event's id. Scoped like /api/client/features (token, `project`, `namePrefix`, "
+    "`tag`)."
+)
+@openapi.tag("Client API")
+async def client_delta(request: Request) -> HTTPResponse:
+    query = delta_query(request)
+    since = event_id(request.headers.get("if-none-match"))
+    body, last = catch_up(request, query, since)
+    headers = {"etag": f'"{last}"', "cache-control": "no-cache"}
+    if body is None:
+        return HTTPResponse(status=304, headers=headers)
+    return HTTPResponse(body, headers=headers, content_type="application/json; charset=utf-8")
+
+
+def sse(event: str, data: bytes, last: int | None = None) -> bytes:
+    """One server-sent event; `data` is one line of JSON."""
+    head = b"event: " + event.encode() + b"\n"
+    if last is not None:
+        head += b"id: %d\n" % last
+    return head + b"data: " + data + b"\n\n"
+
+
+FETCH_MODE_POLLING = sse("fetch-mode", b"polling")
+
+
+@bp.get("/streaming")
+@openapi.summary("Changes as they happen (Unleash streaming, server-sent events)")
+@openapi.description(
+    "`unleash-connected` first (a hydration, or after `Last-Event-ID` the events missed), then "
+    "`unleash-updated` with each change's events; the SSE id is the last event's id; a `: keep-alive` "
+    "comment every 30 s. Beyond the server's stream limit: a `fetch-mode` event `polling` (and the "
+    "`fetch-mode: polling` header), then the stream ends."
+)
+@openapi.tag("Client API")
+async def client_streaming(request: Request) -> HTTPResponse | None:
+    query = delta_query(request)
+    feed = request.app.ctx.delta_feed
+    subscriber = feed.subscribe()
+    headers = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+    if subscriber is None:
+        log.info("streaming: %d streams open, asking a client to poll", len(feed.subscribers))
+        return HTTPResponse(
+            FETCH_MODE_POLLING, headers={**headers, "fetch-mode": "polling"}, content_type="text/event-stream"
+        )
+    try:
+        await _stream(request, query, subscriber, headers)
+    finally:
+        feed.unsubscribe(subscriber)
+    return None
+
+
+async def _stream(request: Request, query: ClientQuery, subscriber: Subscriber, headers: dict) -> None:
+    # Subscribed before the first read: nothing committed after that read can be missed.
+    since = event_id(request.headers.get("last-event-id"))
+    body, position = catch_up(request, query, since)
+    feed = request.app.ctx.delta_feed
+    response = await request.respond(headers=headers, content_type="text/event-stream")
+    if body is None:
+        await response.send(sse("unleash-connected", EMPTY))
+    else:
+        await response.send(sse("unleash-connected", body, position))
+    while True:
+        if not await subscriber.wait(KEEP_ALIVE_SECONDS):
+            await response.send(b": keep-alive\n\n")
+            continue
+        if subscriber.stopped:
+            break
+        if subscriber.behind:
+            subscriber.behind = False
+            subscriber.take()
+            body, last = catch_up(request, query, position)
+            position = max(position, last)
+            if body is not None:
+                await response.send(sse("unleash-updated", body, last))
+            continue
+        for batch in subscriber.take():
+            wires, last = delta_events.scoped(batch.events, query, position)
+            position = max(position, batch.upto)
+            if wires:
+                feed.events_sent += len(wires)
+                await response.send(sse("unleash-updated", delta_events.document(wires), last))
+    await response.eof()
