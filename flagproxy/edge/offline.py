@@ -20,7 +20,7 @@ from flagproxy.edge.scopes import Scopes
 from flagproxy.edge.settings import EdgeSettings
 from flagproxy.edge.tokens import ALL_PROJECTS, CLIENT, FRONTEND, TRUSTED, EdgeToken
 from flagproxy.edge.validation import TokenValidator
-from flagproxy.sync.documents import is_features_document
+from flagproxy.sync.documents import DocumentError, check_document, is_features_document
 
 
 class BootstrapError(ValueError):
@@ -38,12 +38,25 @@ def read_bootstrap(path: str) -> tuple[bytes, dict[str, dict[str, Any]] | dict[s
     except orjson.JSONDecodeError as exc:
         raise BootstrapError(f"{path} is not JSON: {exc}") from None
     if is_features_document(document):
+        _check(path, document, None)
         return raw, document
     if isinstance(document, dict) and document and all(is_features_document(v) for v in document.values()):
+        for environment, features in document.items():
+            _check(path, features, environment)
         return raw, {"environments": document}
     raise BootstrapError(
         f"{path} is neither a client features document nor an object of environment -> features document"
     )
+
+
+def _check(path: str, document: Any, environment: str | None) -> None:
+    """The whole file is refused when one document in it does not match the schema (the last good flags
+    stay), as the upstream's documents are."""
+    try:
+        check_document(document)
+    except DocumentError as exc:
+        which = f"the features of environment {environment!r}" if environment is not None else "its features"
+        raise BootstrapError(f"{path}: {which} were refused whole: {exc}") from None
 
 
 class OfflineSource:

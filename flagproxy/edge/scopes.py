@@ -24,6 +24,7 @@ from flagproxy.http.etag import weak_etag
 from flagproxy.http.response_cache import ResponseCache
 from flagproxy.instance.store import ServedSnapshot, SnapshotStore
 from flagproxy.sync.backup import FileStorageProvider
+from flagproxy.sync.documents import check_document
 
 Scope = tuple[str, tuple[str, ...]]  # (environment, sorted projects or ("*",))
 PREFIX_CACHE = 64  # namePrefix answers kept per served scope
@@ -120,6 +121,7 @@ class Scopes:
         """A feed's new document: compile every scope served from it; False (nothing changes) when the
         document does not compile."""
         try:
+            check_document(payload)  # before anything of it is kept, even with no scope served from it yet
             for served in [s for s in self.served.values() if s.source == feed]:
                 served.install(payload)
         except ValueError as exc:

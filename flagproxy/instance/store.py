@@ -29,7 +29,7 @@ from flagproxy.evaluator import CACHE_NEVER, CACHE_SNAPSHOT
 from flagproxy.http.etag import weak_etag
 from flagproxy.image import ImageError, dump_image, load_image
 from flagproxy.snapshot import compile_snapshot
-from flagproxy.sync.documents import is_features_document
+from flagproxy.sync.documents import check_document
 
 # How long an answer stays true (`valid_in`), re-exported for the response cache: the store is the proxy's
 # one door to the engine.
@@ -59,14 +59,9 @@ def compile_image(
 ) -> bytes:
     """What an instance's sync publishes beside each document: it compiled once, for every worker to load
     (flagproxy/image.py). Raises ValueError, as `install` does, if it is not a features document."""
-    _check_document(payload)
+    check_document(payload)
     snapshot = compile_snapshot(payload, custom_strategies=custom_strategies, logger=logger)
     return dump_image(snapshot.engine, features_body(snapshot.state), custom_strategies)
-
-
-def _check_document(payload: Any) -> None:
-    if not is_features_document(payload):
-        raise ValueError("not a client features document (no `features` list)")
 
 
 class ServedSnapshot:
@@ -157,7 +152,7 @@ class SnapshotStore:
         """Compile and swap in `payload`; raises ValueError (nothing changes) if it is not a features doc.
         `revision` and `at_ms` are the instance's (the sync's) for what it published; by default the
         store counts on its own and uses the time of the install."""
-        _check_document(payload)
+        check_document(payload)
         snapshot = compile_snapshot(payload, custom_strategies=self.custom_strategies, logger=self.logger)
         engine, body = snapshot.engine, features_body(snapshot.state)
         del snapshot, payload

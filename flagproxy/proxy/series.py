@@ -21,6 +21,10 @@ from flagproxy.http.series import REQUESTS, Cell, RequestSeries, SeriesFile
 USAGE = ("flagproxy_toggle_usage", "Yes/no counts of each flag: named lookups and what SDKs reported.")
 UPSTREAM_ERRORS = ("flagproxy_upstream_errors", "Failed upstream feature fetches, by kind.")
 UPSTREAM_FETCHES = ("flagproxy_upstream_fetches", "Upstream feature fetches, by result.")
+REFUSED_DOCUMENTS = (
+    "flagproxy_refused_documents",
+    "Features documents refused whole (upstream, backup, bootstrap), by reason.",
+)
 METRICS_BATCHES = ("flagproxy_metrics_batches", "Usage metrics batches posted upstream, by result.")
 LAST_SUCCESS = (
     "flagproxy_upstream_last_success_timestamp_seconds",
@@ -131,6 +135,7 @@ class SyncSeries:
         self.last_success = self.gauges.cell(LAST_SUCCESS, LAST_SUCCESS[0], {})
         self.last_failure = self.gauges.cell(LAST_FAILURE, LAST_FAILURE[0], {})
         self.last_error: str | None = None
+        self.last_refusal: dict[str, Any] | None = None
 
     def _count(self, metric: tuple[str, str], label: str, value: str) -> None:
         cell = self._cells.get((metric, label, value))
@@ -152,12 +157,24 @@ class SyncSeries:
             self.last_failure.value = now
             reason = result.reason if failed else "sent a document that was not installed"
             self.last_error = f"{kind}: {reason}"
+            if getattr(result, "refused", None):
+                self._refused(result.refused, "upstream", result.reason, now)
         else:
             self._count(
                 UPSTREAM_FETCHES, "result", "updated" if hasattr(result, "payload") else "not_modified"
             )
             self.last_success.value = now
         self._write()
+
+    def refused(self, reason: str, source: str, error: str) -> None:
+        """A backup or bootstrap document refused whole (flagproxy/sync/documents.py's reasons); the
+        upstream's come with its fetch result."""
+        self._refused(reason, source, error, time.time())
+        self._write()
+
+    def _refused(self, reason: str, source: str, error: str, at: float) -> None:
+        self._count(REFUSED_DOCUMENTS, "reason", reason)
+        self.last_refusal = {"at": at, "source": source, "reason": reason, "error": error}
 
     def metrics_sent(self, ok: bool) -> None:
         self._count(METRICS_BATCHES, "result", "sent" if ok else "failed")
@@ -170,6 +187,7 @@ class SyncSeries:
             "last_success": self.last_success.value or None,
             "last_failure": self.last_failure.value or None,
             "last_error": self.last_error,
+            "last_refusal": self.last_refusal,
         }
         path = os.path.join(self.directory, self.STATUS_FILE)
         temporary = path + f".{os.getpid()}.tmp"

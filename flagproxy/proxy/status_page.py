@@ -1,11 +1,11 @@
 """The status page (`<base>/proxy/status`, ENABLE_STATUS_PAGE) and the data it reads (`status.json`).
 
-The page is one static HTML file (status.html beside this module) with no data in it, so it is served
-to anyone; `status.json` needs a client key, like /proxy, because it names every flag. It tells whether
-the instance is ready, the served revision and when the flags last changed, the upstream URL (without
-credentials or query), the last fetch result and error (what the sync wrote, flagproxy/proxy/series.py),
-the instance's request count and each flag's yes/no counts (summed over the workers from the Prometheus
-series); the page turns counts into rates.
+The page is one static HTML file (status.html beside this module) with no data in it, so it is served to
+anyone; `status.json` needs a client key, like /proxy, because it names every flag. It tells whether the
+instance is ready, the served revision and when the flags last changed, the upstream URL (without
+credentials or query), the last fetch result and error, the last features document refused whole (what the
+sync wrote, flagproxy/proxy/series.py), the instance's request count and each flag's yes/no counts (summed
+over the workers from the Prometheus series); the page turns counts into rates.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ def status_document(settings: Any, store: Any, series_directory: str | None) -> 
             "last_success": upstream.get("last_success"),
             "last_failure": upstream.get("last_failure"),
             "last_error": upstream.get("last_error"),
+            "last_refusal": upstream.get("last_refusal"),
             "requests_total": requests,
             "flags": sorted(snapshot.names) if snapshot is not None else [],
             "usage": usage,

@@ -13,11 +13,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import inspect
 import platform
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from flagproxy.sync.backup import call
+from flagproxy.sync.documents import DocumentError
 from flagproxy.sync.poller import Poller
 from flagproxy.sync.upstream import CLIENT_SPEC_VERSION, SDK_NAME, UpstreamClient, UpstreamConfig
 from flagproxy.sync.usage_sender import UsageCollector, UsageSender
@@ -39,7 +41,7 @@ class SyncService:
         self,
         config: UpstreamConfig,
         *,
-        install: Callable[[dict[str, Any], str], Any],
+        install: Callable[[dict[str, Any], str], Any],  # plain or async; ValueError: not installed
         touch: Callable[[], None],
         is_ready: Callable[[], bool],
         collector: UsageCollector,
@@ -52,6 +54,7 @@ class SyncService:
         client: Any = None,
         gather_usage: Callable[[UsageCollector], Any] | None = None,
         observer: Any = None,
+        on_stop: Callable[[], None] | None = None,
     ) -> None:
         self.config = config
         self.install = install
@@ -84,6 +87,7 @@ class SyncService:
             on_sent=observer.metrics_sent if observer is not None else None,
         )
         self.observer = observer  # the Prometheus series of the sync (flagproxy/proxy/series.py)
+        self.on_stop = on_stop  # what `install` holds (the compile process) goes with the sync
         self.started = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
         self.from_upstream = False
         self.registered: asyncio.Task[Any] | None = None
@@ -93,19 +97,23 @@ class SyncService:
     def storage_key(self) -> str:
         return self.config.app_name
 
-    def _install(self, payload: dict[str, Any], source: str) -> bool:
+    async def _install(self, payload: dict[str, Any], source: str) -> bool:
         was_ready = self.is_ready()
         try:
-            self.install(payload, source)
+            installing = self.install(payload, source)
+            if inspect.isawaitable(installing):  # compiled apart from the serving loop
+                await installing
         except ValueError as exc:
             self.logger.error(f"Ignoring the features document from the {source}: {exc}")
+            if isinstance(exc, DocumentError) and self.observer is not None:
+                self.observer.refused(exc.reason, source, str(exc))
             return False
         if not was_ready:
             self.logger.info(f"Flags loaded from the {source}. Proxy is now ready to receive traffic.")
         return True
 
     async def _upstream_payload(self, payload: dict[str, Any]) -> bool:
-        if not self._install(payload, "upstream"):
+        if not await self._install(payload, "upstream"):
             return False
         self.from_upstream = True
         if self.storage is not None:
@@ -126,7 +134,7 @@ class SyncService:
             self.logger.warn(f"Could not read the features backup: {exc!r}")
             return
         if isinstance(payload, dict) and payload.get("features"):
-            self._install(payload, "backup")
+            await self._install(payload, "backup")
 
     async def bootstrap(self) -> None:
         assert self.bootstrap_url is not None
@@ -139,7 +147,7 @@ class SyncService:
         if not (document.get("features") or document.get("events")):
             self.logger.warn(f"Bootstrap document at {self.bootstrap_url} has no features; ignored")
             return
-        self._install(document, "bootstrap")
+        await self._install(document, "bootstrap")
 
     def register_body(self) -> dict[str, Any]:
         c = self.config
@@ -186,3 +194,5 @@ class SyncService:
         await self.client.close()
         if self.observer is not None:
             self.observer.close()
+        if self.on_stop is not None:
+            self.on_stop()

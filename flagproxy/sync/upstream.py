@@ -22,7 +22,7 @@ import orjson
 import yarl
 
 from flagproxy import __version__
-from flagproxy.sync.documents import is_features_document
+from flagproxy.sync.documents import NOT_JSON, DocumentError, check_document, is_features_document
 
 CLIENT_SPEC_VERSION = "5.2.0"
 SDK_NAME = f"flagproxy:{__version__}"
@@ -66,12 +66,14 @@ NOT_MODIFIED = _NotModified()
 @dataclass(frozen=True)
 class Failed:
     """kind: "retry" (timeouts, 5xx, 429, 404: back off), "auth" (401/403), "other" (anything else).
-    `retry_after`: seconds the upstream asked us to wait (Retry-After on a 429 or 503), if it said."""
+    `retry_after`: seconds the upstream asked us to wait (Retry-After on a 429 or 503), if it said.
+    `refused`: a 200 whose document was refused, why (flagproxy/sync/documents.py's reasons)."""
 
     kind: str
     reason: str
     status: int | None = None
     retry_after: float | None = None
+    refused: str | None = None
 
 
 MAX_RETRY_AFTER = 600.0  # seconds: a longer Retry-After is taken as this
@@ -195,9 +197,12 @@ class UpstreamClient:
         try:
             payload = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
-            return Failed("other", f"sent invalid JSON: {exc}", 200)
-        if not is_features_document(payload):
-            return Failed("other", "sent a document without a `features` list", 200)
+            return Failed("other", f"sent invalid JSON: {exc}", 200, refused=NOT_JSON)
+        try:
+            check_document(payload)
+        except DocumentError as exc:
+            return Failed("other", f"sent a features document that was refused whole: {exc}", 200,
+                          refused=exc.reason)  # fmt: skip
         return Updated(payload, new_etag)
 
     async def post(self, path: str, body: dict[str, Any] | bytes, interval: int | None) -> int | str:
@@ -245,7 +250,7 @@ class UpstreamClient:
             document = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
             return f"sent invalid JSON: {exc}"
-        if not is_features_document(document):
+        if not is_features_document(document):  # every field is checked when it is installed
             return "sent a document without a `features` list"
         return document
 

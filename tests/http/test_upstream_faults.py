@@ -32,7 +32,7 @@ CASES: list[tuple[dict[str, Any], str]] = [
     ({"features_status": 403}, "answered 403"),
     ({"features_status": 404}, "answered 404"),
     ({"fault": "malformed JSON"}, "sent invalid JSON"),
-    ({"fault": "valid JSON of the wrong shape"}, "without a `features` list"),
+    ({"fault": "valid JSON of the wrong shape"}, "refused whole"),
     ({"fault": "a truncated body"}, "ClientPayloadError"),
     ({"fault": "a connection reset mid-body"}, "Upstream"),
     ({"fault": "a slow trickle"}, "timed out"),
