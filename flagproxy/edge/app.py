@@ -1,4 +1,6 @@
-"""The `flagproxy edge` app: Edge's routes over per-scope snapshot stores (docs/edge.md lists them).
+"""The `flagproxy edge` app's wiring: settings, per-scope snapshot stores, the token gate, CORS, the shared
+Sanic configuration and error answers, the helpers its routes answer with (the route table, and
+`create_app`, are flagproxy/edge/routes.py; docs/edge.md lists the routes).
 
 Request order: allow/deny list (403) → route → token (flagproxy/edge/access.py: 401, 403, 511) → not
 hydrated yet 503 → 415/400 on a bad body → the answer. Frontend answers are the engine's finished bytes
