@@ -57,7 +57,8 @@ OPTIONS: tuple[Option, ...] = (
            "client tokens to sync with at start (comma-separated); their environments and projects are "
            "what this instance serves", BOTH, "-t"),
     Option("pretrusted_tokens", "PRETRUSTED_TOKENS", (), "pretrusted",
-           "frontend tokens or legacy <secret>@<environment> keys accepted without asking the upstream",
+           "frontend tokens accepted without asking the upstream: [project]:environment.secret, or a Node "
+           "proxy key as <key>@<environment>, sent as Authorization: <key> (the text before the last @)",
            (EDGE,)),
     Option("dynamic", "DYNAMIC", False, "bool",
            "accept any token the upstream validates, syncing its environment on first use (default: strict, "
