@@ -1,12 +1,14 @@
 """Recording what a change did to the client API, in the transaction that makes it.
 
-Every unit of work that alters served data (`routes.common.changing`) calls `record` after bumping the
-data revision. It renders every feature in every environment and every segment as the client API serves
-them and compares each with the digest the log last kept: whatever differs is an event, numbered with the
-new revision. Comparing what is served, not which route ran, means every kind of change (admin API, the
-console through it, project and segment edits) appears once, and a write that changes nothing served
-appears not at all. The bump takes the revision row's lock first, so events are numbered and committed in
-one order on both backends: a reader that sees revision N sees every event up to N.
+Every unit of work that may alter served data (`routes.common.changing`) calls `record` at its end. It
+renders every feature in every environment and every segment as the client API serves them and compares
+each with the digest the log last kept: whatever differs is an event, numbered with the next revision, and
+only then is the data revision bumped to it. This is the one place that decides whether what is served
+changed: comparing what is served, not which route ran, means every kind of change (admin API, the console
+through it, project and segment edits) appears once, and a write that changes nothing served appears not
+at all and leaves the revision (and the client API's ETag) as it was. The unit takes the revision row's
+lock first, so events are numbered and committed in one order on both backends: a reader that sees
+revision N sees every event up to N.
 """
 
 from __future__ import annotations
@@ -34,17 +36,17 @@ def _tags_json(tags: frozenset[tuple[str, str]]) -> str:
     return orjson.dumps(sorted(tags)).decode()
 
 
-def record(tx: Tx, kept: int) -> int:
-    """Append the events of the change in `tx` (already bumped), keep the newest `kept` events (rows: a
-    feature in one environment, or a segment; older revisions hydrate); return how many there were."""
-    event_id = revision.current(tx)
+def record(tx: Tx, kept: int, event_id: int) -> bool:
+    """Append the events of the change in `tx`, numbered `event_id` (the revision it will bump to), and keep
+    the newest `kept` events (rows: a feature in one environment, or a segment; older revisions hydrate).
+    Whether what is served changed: there were events, or the log had nothing to compare with."""
     catalog = catalog_rows.load(tx)
     known_features = delta_rows.recorded_features(tx)
     known_segments = delta_rows.recorded_segments(tx)
     first = delta_rows.floor(tx) is None
 
     segment_updates: list[tuple[object, ...]] = []
-    for segment_id, segment in catalog.segments.items():
+    for segment_id, segment in _served_segments(catalog).items():
         body = orjson.dumps(segment_wire(segment))
         digest = _digest(body)
         if known_segments.pop(segment_id, None) != digest:
@@ -84,18 +86,31 @@ def record(tx: Tx, kept: int) -> int:
     if first:
         # The log starts here: what is served now is its base, readers of older revisions hydrate.
         delta_rows.set_floor(tx, event_id)
-        return 0
+        return True
     # Segments first (a feature may use a new one), removed segments last (nothing uses them any more).
     events = [*segment_updates, *feature_events, *segment_removals]
     if not events:
-        return 0
+        return False
     delta_rows.append(tx, events)
     dropped = delta_rows.keep_latest(tx, kept)
     if dropped is not None:
         delta_rows.set_floor(tx, dropped)
     delta_rows.notify(tx, event_id)
     log.debug("delta log: revision %d, %d events", event_id, len(events))
-    return len(events)
+    return True
+
+
+def _served_segments(catalog: catalog_rows.Catalog) -> dict[int, dict[str, Any]]:
+    """The segments the client API serves: those a strategy it serves uses, as Unleash serves its active
+    segments; one no strategy uses (yet, or any more) changes nothing served."""
+    used = {
+        segment_id
+        for strategies in catalog.strategies.values()
+        for strategy in strategies
+        if not strategy["disabled"]
+        for segment_id in strategy["segments"]
+    }
+    return {segment_id: segment for segment_id, segment in catalog.segments.items() if segment_id in used}
 
 
 def initialize(tx: Tx) -> bool:
@@ -105,7 +120,7 @@ def initialize(tx: Tx) -> bool:
         return False
     if tx.dialect == "postgres":  # the revision row's lock orders this with any change being committed
         tx.execute("SELECT value FROM revision WHERE id = 1 FOR UPDATE")
-    record(tx, kept=0)  # starting the log writes no events
+    record(tx, kept=0, event_id=revision.current(tx))  # starting the log writes no events
     return True
 
 

@@ -50,14 +50,19 @@ def transaction(request: Request) -> Iterator[Tx]:
 
 @contextmanager
 def changing(request: Request) -> Iterator[Tx]:
-    """A unit of work that alters what the client API serves: the data revision goes up when it commits,
-    so every worker and instance rebuilds its client payload (and proxies see a new ETag), and what it
-    changed is appended to the delta log (for /api/client/delta and streaming)."""
+    """A unit of work that may alter what the client API serves. The delta log compares what is served after
+    it with what it last recorded (flagproxy/server/delta/log.py); only when something differs does the data
+    revision go up, with the new events numbered by it, so every worker and instance rebuilds its client
+    payload and proxies see a new ETag. An identical PUT, switching on a flag that is on, or a change to
+    something the client API does not serve moves nothing. Such units take the revision row first, one at
+    a time, so what the log compares with is what the unit before left."""
     with transaction(request) as tx:
+        revision.hold(tx)
         yield tx
-        revision.bump(tx)
-        delta_log.record(tx, request.app.ctx.settings.delta_kept_events)
-    if request.app.ctx.delta_feed is not None:
+        changed = delta_log.record(tx, request.app.ctx.settings.delta_kept_events, revision.current(tx) + 1)
+        if changed:
+            revision.bump(tx)
+    if changed and request.app.ctx.delta_feed is not None:
         request.app.ctx.delta_feed.wake()
 
 

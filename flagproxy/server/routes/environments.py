@@ -40,7 +40,8 @@ async def list_environments(request: Request) -> HTTPResponse:
 @openapi.tag("Environments")
 @json_body(CreateEnvironmentBody)
 async def create_environment(request: Request, body: CreateEnvironmentBody) -> HTTPResponse:
-    with transaction(request) as tx:
+    # A change to served data: every flag is served (off) in the new environment from now on.
+    with changing(request) as tx:
         if project_rows.environment(tx, body.name) is not None:
             raise NameExists(f"An environment named {body.name} already exists")
         row = project_rows.insert_environment(tx, body.name, body.type, body.sortOrder, body.enabled)
