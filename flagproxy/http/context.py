@@ -1,4 +1,6 @@
-"""The Unleash context of a request, built as the Node proxy builds it (proxy-behaviour.md section 5).
+"""The Unleash context of a request, built as the Node proxy builds it (proxy-behaviour.md section 5). The one
+parser of every service: the proxy's `/proxy`, edge's `/api/frontend`, the server's `/api/frontend` and its
+playground (tests/differential holds their answers equal).
 
 GET takes the query string (qs syntax: `properties[region]=eu`), POST takes `body.context`; the query of a
 POST and the body of a GET are ignored. The root fields appName, environment, userId, sessionId,
