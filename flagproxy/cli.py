@@ -11,7 +11,7 @@ import sys
 
 # subcommand -> (module, one-line help). The module exposes `main(argv: list[str]) -> int`.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "proxy": ("flagproxy.proxy.cli", "run the evaluation proxy (SPEC.md configuration)"),
+    "proxy": ("flagproxy.proxy.cli", "run the evaluation proxy (the Node Unleash Proxy's options)"),
     "server": ("flagproxy.server.cli", "run the flag server (admin and client API)"),
     "edge": ("flagproxy.edge.cli", "run a drop-in for Unleash Edge (Edge's options; offline, health, ready)"),
     "demo": ("flagproxy.demo", "run a server with sample flags and a proxy in front of it"),

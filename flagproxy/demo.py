@@ -178,7 +178,9 @@ def stop(process: subprocess.Popen[bytes] | None) -> int | None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="flagproxy demo", description=__doc__.split("\n\n")[0])
+    from flagproxy.http.command_line import OneLineParser
+
+    parser = OneLineParser(prog="flagproxy demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1", help="address both listen on (default 127.0.0.1)")
     parser.add_argument("--server-port", type=int, default=4242, help="flag server port (default 4242)")
     parser.add_argument("--proxy-port", type=int, default=3000, help="proxy port (default 3000)")
@@ -257,8 +259,32 @@ Try:
 """
 
 
+def _ports_taken(host: str, ports: dict[str, int]) -> list[str]:
+    """One line per port that cannot be listened on (another program has it: Unleash itself listens on
+    4242), naming the flag that picks another; checked before anything starts, so no request of the demo
+    reaches whatever answers there."""
+    from flagproxy.http.serving import cannot_listen
+
+    problems = []
+    for flag, port in ports.items():
+        problem = cannot_listen(host, port, "--host", flag)
+        if problem and problem.startswith(flag):
+            problems.append(f"{problem} (another program has it; {flag} chooses another port)")
+        elif problem and problem not in problems:  # the address itself: once
+            problems.append(problem)
+    return problems
+
+
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    if args.server_port == args.proxy_port:
+        print("flagproxy demo: --server-port and --proxy-port must differ", file=sys.stderr)
+        return 2
+    taken = _ports_taken(args.host, {"--server-port": args.server_port, "--proxy-port": args.proxy_port})
+    if taken:
+        for problem in taken:
+            print(f"flagproxy demo: {problem}", file=sys.stderr)
+        return 2
     keys = DemoKeys.generate()
     workdir = None
     if args.database:

@@ -13,19 +13,15 @@ import asyncio
 import http.client
 import os
 import sys
-from typing import Any, NoReturn
+from typing import Any
 from urllib.parse import urlsplit
 
 from flagproxy.edge.settings import EDGE, OFFLINE, OPTIONS, EdgeSettings
+from flagproxy.http.command_line import OneLineParser
 from flagproxy.options import ConfigError
 
 PROG = "flagproxy edge"
 LIST_KINDS = ("tokens", "offline_tokens", "pretrusted", "cidrs")
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message} (see --help)\n")
 
 
 def build_parser(mode: str) -> argparse.ArgumentParser:
@@ -35,7 +31,7 @@ def build_parser(mode: str) -> argparse.ArgumentParser:
         if mode == EDGE
         else "Run a drop-in for Unleash Edge's offline mode: flags from a file, no upstream."
     )
-    parser = _Parser(prog=prog, description=description)
+    parser = OneLineParser(prog=prog, description=description)
     for option in OPTIONS:
         if mode not in option.modes:
             continue
@@ -147,9 +143,17 @@ def _serve(settings: EdgeSettings, source: Any) -> int:
     return 0
 
 
+PROBE_DESCRIPTIONS = {
+    "health": "Exit 0 when a running edge answers GET /internal-backstage/health with 200 (it is up), "
+    "else 1.",
+    "ready": "Exit 0 when a running edge answers GET /internal-backstage/ready with 200 (every start-up "
+    "token is validated and has flags), else 1.",
+}
+
+
 def probe(kind: str, argv: list[str]) -> int:
     """`flagproxy edge health|ready`: 0 when the instance answers 200 on /internal-backstage/<kind>."""
-    parser = _Parser(prog=f"{PROG} {kind}", description=f"Exit 0 when a running edge is {kind}, else 1.")
+    parser = OneLineParser(prog=f"{PROG} {kind}", description=PROBE_DESCRIPTIONS[kind])
     parser.add_argument(
         "--edge-url",
         "-e",

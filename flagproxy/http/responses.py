@@ -75,14 +75,19 @@ def http_date() -> bytes:
 
 
 class DatedResponse(HTTPResponse):
-    """Sanic's HTTPResponse with a Date header, for every answer that is not a PreparedResponse."""
+    """Sanic's HTTPResponse with a Date header, for every answer that is not a PreparedResponse. An answer
+    without a content type has no Content-Type header (Sanic 25.12 writes `content-type: None` on a 200 or
+    202 without a body)."""
 
     __slots__ = ()
 
     @property
     def processed_headers(self) -> Iterator[tuple[bytes, bytes]]:
         yield b"Date", http_date()
-        yield from super().processed_headers
+        untyped = self.content_type is None and "content-type" not in self.headers
+        for name, value in super().processed_headers:
+            if not (untyped and name == b"content-type"):
+                yield name, value
 
 
 class PreparedResponse(HTTPResponse):

@@ -9,20 +9,14 @@ import argparse
 import os
 import sys
 from functools import partial
-from typing import Any, NoReturn
+from typing import Any
 
+from flagproxy.http.command_line import OneLineParser
 from flagproxy.proxy.settings import OPTIONS, OPTIONS_BY_KEY, ConfigError, ProxySettings
 
 
 def _flag(key: str) -> str:
     return "--" + key.replace("_", "-")
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a bad flag is one line (not the whole usage), like every other start-up error."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message} (see --help)\n")
 
 
 def _workers(raw: str) -> int:
@@ -32,10 +26,10 @@ def _workers(raw: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = OneLineParser(
         prog="flagproxy proxy",
         description="Run the Unleash-compatible evaluation proxy. Flags win over environment variables; "
-        "SPEC.md's variable names win over the Node proxy's UNLEASH_* aliases.",
+        "the first variable named in an option's help wins over the Node proxy's UNLEASH_* aliases.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
@@ -61,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         [
             "options without a flag or variable, for create_app() / ProxySettings.load() only:",
             *keyword_only,
-            "There SPEC.md's camelCase names work too, and cors, httpOptions, expBootstrap and",
+            "There camelCase names work too (serviceUrl), and cors, httpOptions, expBootstrap and",
             "expServerSideSdkConfig may be nested objects: create_app(cors={'origin': [...]}, ...).",
         ]
     )

@@ -1,4 +1,5 @@
-"""`flagproxy server`: read the settings, then serve until Ctrl-C or SIGTERM."""
+"""`flagproxy server`: read the settings, then serve until Ctrl-C or SIGTERM; `flagproxy server
+create-admin` makes a console Admin (server/create_admin.py). A setting that cannot work: one line, exit 2."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from functools import partial
 
 from sanic.worker.loader import AppLoader
 
-from flagproxy.http.serving import StoppingHttpProtocol
+from flagproxy.http.serving import StoppingHttpProtocol, cannot_listen
 from flagproxy.http.serving import serve as run_workers
 from flagproxy.server.app import create_app
 from flagproxy.server.logs import configure_logging
@@ -17,14 +18,24 @@ from flagproxy.server.startup import open_and_prepare
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["create-admin"]:
+        from flagproxy.server import create_admin
+
+        return create_admin.main(argv[1:])
     try:
         settings = ServerSettings.load(os.environ, argv)
     except SettingsError as exc:
         print(f"flagproxy server: {exc}", file=sys.stderr)
         return 2
+    problem = cannot_listen(settings.host, settings.port, settings.named("host"), settings.named("port"))
+    if problem:
+        print(f"flagproxy server: {problem}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_level)
     try:
-        # Migrate and store the INIT tokens once, here, before any worker starts: N workers opening a new
-        # database at the same moment would race for it, and a bad INIT token is one line, not N tracebacks.
+        # Migrate, store the INIT tokens and the first admin once, here, before any worker starts: N workers
+        # opening a new database at the same moment would race for it, and a setting that cannot work is one
+        # line, not N tracebacks.
         open_and_prepare(settings).close()
     except SettingsError as exc:
         print(f"flagproxy server: {exc}", file=sys.stderr)
@@ -46,7 +57,8 @@ def main(argv: list[str]) -> int:
     except SettingsError as exc:
         print(f"flagproxy server: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:  # most often: the port is taken
-        print(f"flagproxy server: cannot listen on {settings.host}:{settings.port}: {exc}", file=sys.stderr)
-        return 1
+    except OSError as exc:  # the port was taken between the check above and now
+        where = f"{settings.host}:{settings.port}"
+        print(f"flagproxy server: {settings.named('port')}: cannot listen on {where}: {exc}", file=sys.stderr)
+        return 2
     return 0

@@ -17,7 +17,8 @@ def configure_logging(level_name: str) -> None:
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     ours = logging.getLogger("flagproxy.server")
-    ours.addHandler(handler)
+    if not ours.handlers:  # `flagproxy server` calls it before and after the app exists: one handler
+        ours.addHandler(handler)
     ours.setLevel(level)
     ours.propagate = False
     for name in ("sanic.root", "sanic.server", "sanic.error"):

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from flagproxy.http.command_line import OneLineParser
 from flagproxy.server.tokens import parse_init_token
 
 DEFAULT_PORT = 4242
@@ -40,22 +41,48 @@ class ServerSettings:
     delta_api: bool = True
     delta_kept_events: int = DEFAULT_DELTA_KEPT_EVENTS
     max_streams: int = DEFAULT_MAX_STREAMS
+    default_admin_username: str | None = None
+    default_admin_password: str | None = field(default=None, repr=False)
+    # setting -> how the user wrote it ("--port" or "PORT"), so a message names what they typed
+    written: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def named(self, setting: str) -> str:
+        """The flag or variable the user set `setting` with (the variable when it is a default)."""
+        return self.written.get(setting) or _ENV_NAMES[setting]
+
+    def database_named(self) -> str:
+        """The setting that chose the database: DATABASE_URL (or --database-url) when set, else the file's."""
+        return self.named("database_url") if self.database_url else self.named("database_path")
 
     def __post_init__(self) -> None:
         if not 0 < self.port < 65536:
-            raise SettingsError(f"PORT must be 1-65535, got {self.port}")
+            raise SettingsError(f"{self.named('port')}: must be 1-65535, got {self.port}")
         if self.workers < 1:
-            raise SettingsError(f"--workers must be at least 1, got {self.workers}")
+            raise SettingsError(f"{self.named('workers')}: must be at least 1, got {self.workers}")
         if self.delta_kept_events < 1:
-            raise SettingsError(f"DELTA_KEPT_EVENTS must be at least 1, got {self.delta_kept_events}")
+            raise SettingsError(
+                f"{self.named('delta_kept_events')}: must be at least 1, got {self.delta_kept_events}"
+            )
         if self.max_streams < 0:
-            raise SettingsError(f"MAX_STREAMS must be 0 or more, got {self.max_streams}")
+            raise SettingsError(f"{self.named('max_streams')}: must be 0 or more, got {self.max_streams}")
         if self.max_request_size < 1024:
-            raise SettingsError(f"MAX_REQUEST_SIZE must be at least 1024 bytes, got {self.max_request_size}")
+            raise SettingsError(
+                f"{self.named('max_request_size')}: must be at least 1024 bytes, got {self.max_request_size}"
+            )
         if self.database_url and not self.database_url.startswith(
             ("postgresql://", "postgres://", "sqlite:///")
         ):
-            raise SettingsError("DATABASE_URL must start with postgresql:// (or sqlite:///)")
+            raise SettingsError(
+                f"{self.named('database_url')}: must start with postgresql:// (or sqlite:///)"
+            )
+        if self.log_level not in ("debug", "info", "warn", "error"):
+            raise SettingsError(
+                f"{self.named('log_level')}: must be debug, info, warn or error, got {self.log_level!r}"
+            )
+        if bool(self.default_admin_username) != bool(self.default_admin_password):
+            raise SettingsError(
+                "UNLEASH_DEFAULT_ADMIN_USERNAME and UNLEASH_DEFAULT_ADMIN_PASSWORD: set both or neither"
+            )
         for token_type, entries in self.init_tokens().items():
             for entry in entries:
                 try:
@@ -71,37 +98,53 @@ class ServerSettings:
         }
 
     @classmethod
-    def load(cls, env: Mapping[str, str], argv: Sequence[str]) -> ServerSettings:
-        args = _parser().parse_args(list(argv))
+    def load(
+        cls, env: Mapping[str, str], argv: Sequence[str], parser: argparse.ArgumentParser | None = None
+    ) -> ServerSettings:
+        args = (parser or _parser()).parse_args(list(argv))
+        written: dict[str, str] = {}
 
-        def integer(name: str, text: str | None, default: int) -> int:
-            if text is None or text == "":
+        def text(setting: str) -> str | None:
+            """The flag's value if given, else the variable's; remembers which one the user wrote."""
+            flag = FLAGS.get(setting)
+            given = getattr(args, setting, None) if flag else None
+            if given not in (None, ""):
+                written[setting] = flag  # type: ignore[assignment]
+                return str(given)
+            value = env.get(_ENV_NAMES[setting])
+            if value not in (None, ""):
+                written[setting] = _ENV_NAMES[setting]
+                return value
+            return None
+
+        def integer(setting: str, default: int) -> int:
+            value = text(setting)
+            if value is None:
                 return default
             try:
-                return int(text)
+                return int(value)
             except ValueError:
-                raise SettingsError(f"{name} must be an integer, got {text!r}") from None
+                raise SettingsError(f"{written[setting]}: must be a whole number, got {value!r}") from None
 
         return cls(
-            host=args.host or env.get("HOST") or "0.0.0.0",
-            port=args.port if args.port is not None else integer("PORT", env.get("PORT"), DEFAULT_PORT),
-            database_url=args.database_url or env.get("DATABASE_URL") or None,
-            database_path=args.database or env.get("DATABASE_PATH") or DEFAULT_DATABASE_PATH,
+            host=text("host") or "0.0.0.0",
+            port=integer("port", DEFAULT_PORT),
+            database_url=text("database_url"),
+            database_path=text("database_path") or DEFAULT_DATABASE_PATH,
             init_admin_tokens=_token_list(env.get("INIT_ADMIN_API_TOKENS")),
             init_client_tokens=_token_list(env.get("INIT_CLIENT_API_TOKENS")),
             init_frontend_tokens=_token_list(env.get("INIT_FRONTEND_API_TOKENS")),
-            max_request_size=integer(
-                "MAX_REQUEST_SIZE", env.get("MAX_REQUEST_SIZE"), DEFAULT_MAX_REQUEST_SIZE
-            ),
-            workers=args.workers if args.workers is not None else integer("WORKERS", env.get("WORKERS"), 1),
-            log_level=(args.log_level or env.get("LOG_LEVEL") or "warn").lower(),
-            delta_api=False if args.no_delta_api else _boolean("DELTA_API", env.get("DELTA_API"), True),
-            delta_kept_events=args.delta_kept_events
-            if args.delta_kept_events is not None
-            else integer("DELTA_KEPT_EVENTS", env.get("DELTA_KEPT_EVENTS"), DEFAULT_DELTA_KEPT_EVENTS),
-            max_streams=args.max_streams
-            if args.max_streams is not None
-            else integer("MAX_STREAMS", env.get("MAX_STREAMS"), DEFAULT_MAX_STREAMS),
+            max_request_size=integer("max_request_size", DEFAULT_MAX_REQUEST_SIZE),
+            workers=integer("workers", 1),
+            log_level=(text("log_level") or "warn").lower(),
+            default_admin_username=env.get("UNLEASH_DEFAULT_ADMIN_USERNAME") or None,
+            default_admin_password=env.get("UNLEASH_DEFAULT_ADMIN_PASSWORD") or None,
+            delta_api=False
+            if getattr(args, "no_delta_api", False)
+            else _boolean("DELTA_API", env.get("DELTA_API"), True),
+            delta_kept_events=integer("delta_kept_events", DEFAULT_DELTA_KEPT_EVENTS),
+            max_streams=integer("max_streams", DEFAULT_MAX_STREAMS),
+            written=written,
         )
 
 
@@ -112,26 +155,66 @@ def _boolean(name: str, text: str | None, default: bool) -> bool:
         return True
     if text.lower() in ("false", "0", "no", "off"):
         return False
-    raise SettingsError(f"{name} must be true or false, got {text!r}")
+    raise SettingsError(f"{name}: must be true or false, got {text!r}")
 
 
 def _token_list(text: str | None) -> tuple[str, ...]:
     return tuple(entry.strip() for entry in (text or "").split(",") if entry.strip())
 
 
+# setting -> its environment variable, and (when it has one) its flag
+_ENV_NAMES = {
+    "host": "HOST",
+    "port": "PORT",
+    "database_url": "DATABASE_URL",
+    "database_path": "DATABASE_PATH",
+    "max_request_size": "MAX_REQUEST_SIZE",
+    "workers": "WORKERS",
+    "log_level": "LOG_LEVEL",
+    "delta_kept_events": "DELTA_KEPT_EVENTS",
+    "max_streams": "MAX_STREAMS",
+}
+FLAGS = {
+    "host": "--host",
+    "port": "--port",
+    "database_url": "--database-url",
+    "database_path": "--database",
+    "workers": "--workers",
+    "log_level": "--log-level",
+    "delta_kept_events": "--delta-kept-events",
+    "max_streams": "--max-streams",
+}
+
+
+def add_database_options(parser: argparse.ArgumentParser) -> None:
+    """--database and --database-url: `flagproxy server` and `flagproxy server create-admin` share them."""
+    parser.add_argument(
+        "--database",
+        dest="database_path",
+        metavar="PATH",
+        help=f"SQLite file (DATABASE_PATH, default {DEFAULT_DATABASE_PATH})",
+    )
+    parser.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="postgresql://user@host:5432/db to use PostgreSQL (DATABASE_URL)",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="flagproxy server",
-        description="Run the flag server: Unleash's admin and client API on SQLite or PostgreSQL.",
+        description="Run the flag server: Unleash's admin and client API on SQLite or PostgreSQL. "
+        "`flagproxy server create-admin --help`: make a console Admin.",
         epilog="Environment: PORT, HOST, DATABASE_URL, DATABASE_PATH, INIT_ADMIN_API_TOKENS, "
-        "INIT_CLIENT_API_TOKENS, INIT_FRONTEND_API_TOKENS, MAX_REQUEST_SIZE, WORKERS, LOG_LEVEL, DELTA_API, "
-        "DELTA_KEPT_EVENTS, MAX_STREAMS (see docs/server.md).",
+        "INIT_CLIENT_API_TOKENS, INIT_FRONTEND_API_TOKENS, UNLEASH_DEFAULT_ADMIN_USERNAME, "
+        "UNLEASH_DEFAULT_ADMIN_PASSWORD, MAX_REQUEST_SIZE, WORKERS, LOG_LEVEL, DELTA_API, DELTA_KEPT_EVENTS, "
+        "MAX_STREAMS (see docs/server.md).",
     )
     parser.add_argument("--host", help="address to listen on (HOST, default 0.0.0.0)")
-    parser.add_argument("--port", type=int, help=f"port to listen on (PORT, default {DEFAULT_PORT})")
-    parser.add_argument("--database", help=f"SQLite file (DATABASE_PATH, default {DEFAULT_DATABASE_PATH})")
-    parser.add_argument("--database-url", help="postgresql://... to use PostgreSQL (DATABASE_URL)")
-    parser.add_argument("--workers", type=int, help="worker processes (WORKERS, default 1)")
+    parser.add_argument("--port", help=f"port to listen on (PORT, default {DEFAULT_PORT})")
+    add_database_options(parser)
+    parser.add_argument("--workers", metavar="N", help="worker processes (WORKERS, default 1)")
     parser.add_argument("--log-level", help="debug, info, warn or error (LOG_LEVEL, default warn)")
     parser.add_argument(
         "--no-delta-api",
@@ -140,13 +223,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--delta-kept-events",
-        type=int,
+        metavar="N",
         help="delta events kept for replay; a reader further behind gets a hydration "
         f"(DELTA_KEPT_EVENTS, default {DEFAULT_DELTA_KEPT_EVENTS})",
     )
     parser.add_argument(
         "--max-streams",
-        type=int,
+        metavar="N",
         help="open streams per process; more are asked to poll instead "
         f"(MAX_STREAMS, default {DEFAULT_MAX_STREAMS})",
     )

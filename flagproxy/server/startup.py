@@ -1,5 +1,5 @@
 """What happens before serving (once in the main process, then again in each worker, where it finds nothing
-left to do): open the database, migrate, create INIT tokens."""
+left to do): open the database, migrate, create INIT tokens and the first admin."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ import logging
 
 from flagproxy.server.clock import now_iso
 from flagproxy.server.delta import log as delta_log
+from flagproxy.server.first_admin import create_default_admin
 from flagproxy.server.settings import ServerSettings, SettingsError
 from flagproxy.server.storage import projects as project_rows
 from flagproxy.server.storage import tokens as token_rows
-from flagproxy.server.storage.database import Database, open_database
+from flagproxy.server.storage.database import Database, DatabaseUnavailable, open_database
 from flagproxy.server.storage.migrations import migrate
 from flagproxy.server.tokens import ApiToken, parse_init_token
 
@@ -43,11 +44,19 @@ def create_init_tokens(database: Database, settings: ServerSettings) -> int:
 
 
 def open_and_prepare(settings: ServerSettings) -> Database:
-    database = open_database(settings.database_url, settings.database_path)
+    try:
+        database = open_database(settings.database_url, settings.database_path)
+    except DatabaseUnavailable as exc:
+        raise SettingsError(f"{settings.database_named()}: {exc}") from None
     applied = migrate(database)
     if applied:
         log.info("applied schema migrations %s", applied)
-    create_init_tokens(database, settings)
-    with database.transaction() as tx:
-        delta_log.initialize(tx)
+    try:
+        create_init_tokens(database, settings)
+        create_default_admin(database, settings)
+        with database.transaction() as tx:
+            delta_log.initialize(tx)
+    except BaseException:
+        database.close()
+        raise
     return database

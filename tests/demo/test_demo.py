@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -159,7 +160,10 @@ def test_demo_runs_both_parts_and_stops_on_ctrl_c() -> None:
         assert "premium-search" in {t["name"] for t in carol["toggles"]}
 
         started = time.monotonic()
-        assert _run_curl(turn_on) == b""
+        headers, _, body = _run_curl(turn_on + " --include").replace(b"\r\n", b"\n").partition(b"\n\n")
+        assert body == b"" and headers.startswith(b"HTTP/1.1 200"), headers
+        # No body, so no Content-Type (Sanic wrote `content-type: None`).
+        assert b"content-type" not in headers.lower(), headers
         propagation = wait_for_propagation(
             lambda: "payments-kill-switch" in {t["name"] for t in _call(f"{proxy}/proxy", key)["toggles"]},
             also_time=lambda: _call(f"{server}/api/admin/projects/default/features", admin),
@@ -185,6 +189,33 @@ def test_demo_runs_both_parts_and_stops_on_ctrl_c() -> None:
         with pytest.raises(OSError):
             urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2)
     assert not database.exists() and not database.parent.exists()
+
+
+def test_a_taken_port_stops_the_demo_before_it_sends_anything() -> None:
+    # Another program on the server port (Unleash's own default, 4242) and on the proxy port: the demo names
+    # both, says which flag picks another, exits 2, and sends that program nothing.
+    with socket.socket() as server_taken, socket.socket() as proxy_taken:
+        for taken in (server_taken, proxy_taken):
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            taken.settimeout(0)
+        server_port, proxy_port = server_taken.getsockname()[1], proxy_taken.getsockname()[1]
+        finished = subprocess.run(
+            [sys.executable, "-m", "flagproxy", "demo", "--server-port", str(server_port),
+             "--proxy-port", str(proxy_port)],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        for taken in (server_taken, proxy_taken):
+            with pytest.raises(BlockingIOError):
+                taken.accept()  # nobody connected
+    assert finished.returncode == 2, finished.stderr
+    assert finished.stderr.splitlines() == [
+        f"flagproxy demo: --server-port: cannot listen on 127.0.0.1:{server_port}: Address already in use "
+        "(another program has it; --server-port chooses another port)",
+        f"flagproxy demo: --proxy-port: cannot listen on 127.0.0.1:{proxy_port}: Address already in use "
+        "(another program has it; --proxy-port chooses another port)",
+    ]
+    assert finished.stdout == ""
 
 
 def test_the_demo_is_the_readmes_first_command() -> None:

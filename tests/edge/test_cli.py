@@ -125,6 +125,13 @@ def test_probe_of_nothing_fails() -> None:
     assert run("ready", "--edge-url", "nope").returncode == 2
 
 
+def test_probe_help_says_what_each_probe_asks() -> None:
+    # It said "Exit 0 when a running edge is health".
+    health, ready = run("health", "--help").stdout, run("ready", "--help").stdout
+    assert "/internal-backstage/health" in health and "is health" not in health
+    assert "/internal-backstage/ready" in ready and "start-up token" in ready
+
+
 def test_docs_list_every_option_and_route() -> None:
     from pathlib import Path
 

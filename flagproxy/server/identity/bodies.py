@@ -11,6 +11,9 @@ EMAIL = r"^[^@\s]+@[^@\s]+\.[^@\s]+$"
 Email = Annotated[str, Field(min_length=3, max_length=320, pattern=EMAIL)]
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 Id = Annotated[StrictInt, Field(ge=1, le=2**53)]
+# A root role by id or by its unique name ("Admin", "Editor", "Viewer" or a custom root role's), as Unleash
+# takes it on user creation.
+RoleRef = Id | Annotated[StrictStr, Field(min_length=1, max_length=200)]
 
 
 class SignupBody(BaseModel):
@@ -26,14 +29,14 @@ class CreateUserBody(BaseModel):
     name: Name | None = None
     username: Name | None = None
     password: StrictStr | None = None
-    rootRole: Id = 3
+    rootRole: RoleRef = 3
 
 
 class UpdateUserBody(BaseModel):
     email: Email | None = None
     name: Name | None = None
     username: Name | None = None
-    rootRole: Id | None = None
+    rootRole: RoleRef | None = None
 
 
 class LoginBody(BaseModel):

@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 from sanic import HTTPResponse, Request
 
+from flagproxy.http.responses import DatedResponse
 from flagproxy.server.delta import log as delta_log
 from flagproxy.server.errors import NotFound, ValidationFailed
 from flagproxy.server.storage import features as feature_rows
@@ -38,7 +39,8 @@ def created(data: Any, location: str) -> HTTPResponse:
 
 
 def empty(status: int = 200) -> HTTPResponse:
-    return HTTPResponse(status=status)
+    """No body, so no Content-Type (as Unleash's `res.status(200).end()`)."""
+    return DatedResponse(status=status)
 
 
 @contextmanager

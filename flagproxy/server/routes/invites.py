@@ -128,7 +128,7 @@ async def validate_invite(request: Request, secret: str) -> HTTPResponse:
 
 
 def _signup_body(request: Request) -> SignupBody:
-    """SPEC.md's order: 415 for a body that is not JSON, then 400 naming the field."""
+    """Unleash's order: 415 for a body that is not JSON, then 400 naming the field."""
     data = require_json(request)
     if not isinstance(data, dict):
         raise ValidationFailed("body", "expected a JSON object")
@@ -142,7 +142,7 @@ def _signup_body(request: Request) -> SignupBody:
 
 
 @signup.post("/<secret:str>/signup")
-@openapi.summary("Sign up through an invite link: a new Viewer (SPEC.md: 200 and the User)")
+@openapi.summary("Sign up through an invite link: a new Viewer (200 and the User)")
 @openapi.tag("Invite links")
 @openapi.body({"application/json": SignupBody}, required=True)
 async def sign_up(request: Request, secret: str) -> HTTPResponse:

@@ -105,7 +105,7 @@ async def delete_project(request: Request, project_id: str) -> HTTPResponse:
 
 
 @bp.get("/<project_id>/features")
-@openapi.summary("List a project's features with every field (SPEC.md's feature list wrapper)")
+@openapi.summary("List a project's features with every field ({version: 2, features})")
 @openapi.description(
     "Query: `namePrefix` (case-insensitive prefix), `tag=type:value` (repeatable, any matches). An unknown "
     "project gives an empty list, as in Unleash. Archived features are left out."

@@ -108,7 +108,7 @@ async def list_permissions(request: Request) -> HTTPResponse:
 
 
 @bp.post("")
-@openapi.summary("Create a custom role (SPEC.md: 200 {version, roles})")
+@openapi.summary("Create a custom role (200 {version, roles})")
 @openapi.tag("Roles")
 @json_body(RoleBody)
 async def create_role(request: Request, body: RoleBody) -> HTTPResponse:

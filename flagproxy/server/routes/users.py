@@ -46,12 +46,16 @@ def _caller(request: Request) -> Caller:
     return request.ctx.caller  # type: ignore[no-any-return]
 
 
-def _check_root_role(tx: Tx, role_id: int) -> None:
-    role = access_rows.role(tx, role_id)
+def _root_role(tx: Tx, wanted: int | str) -> int:
+    """The id of the root role `wanted` names, by id or by name."""
+    role = access_rows.role(tx, wanted) if isinstance(wanted, int) else access_rows.role_by_name(tx, wanted)
     if role is None or role["type"] in PROJECT_TYPES:
         raise ValidationFailed(
-            "rootRole", f"{role_id} is not a root role (1 Admin, 2 Editor, 3 Viewer or a custom one)"
+            "rootRole",
+            f'{wanted!r} is not a root role (1 or "Admin", 2 or "Editor", 3 or "Viewer", '
+            "or a custom root role's id or name)",
         )
+    return int(role["id"])
 
 
 def _check_password(password: str | None) -> None:
@@ -93,7 +97,7 @@ async def list_users(request: Request) -> HTTPResponse:
 async def create_user(request: Request, body: CreateUserBody) -> HTTPResponse:
     _check_password(body.password)
     with transaction(request) as tx:
-        _check_root_role(tx, body.rootRole)
+        root_role = _root_role(tx, body.rootRole)
         _unique(tx, body.email, body.username)
         user_id = people.insert_user(
             tx,
@@ -101,7 +105,7 @@ async def create_user(request: Request, body: CreateUserBody) -> HTTPResponse:
             email=body.email,
             username=body.username,
             password_hash=passwords.hash_password(body.password) if body.password else None,
-            root_role=body.rootRole,
+            root_role=root_role,
         )
         row = _user_or_404(tx, user_id)
         events.record(tx, "user-created", _caller(request).name, {"id": user_id, "email": body.email})
@@ -126,8 +130,7 @@ async def update_user(request: Request, user_id: str, body: UpdateUserBody) -> H
     user_id = path_id(user_id, "user")
     with transaction(request) as tx:
         _user_or_404(tx, user_id)
-        if body.rootRole is not None:
-            _check_root_role(tx, body.rootRole)
+        root_role = None if body.rootRole is None else _root_role(tx, body.rootRole)
         _unique(tx, body.email, body.username, except_id=user_id)
         changes: dict[str, object] = {}
         if body.email is not None:
@@ -136,8 +139,8 @@ async def update_user(request: Request, user_id: str, body: UpdateUserBody) -> H
             changes["name"] = body.name
         if body.username is not None:
             changes["username"] = body.username
-        if body.rootRole is not None:
-            changes["root_role"] = body.rootRole
+        if root_role is not None:
+            changes["root_role"] = root_role
         people.update_user(tx, user_id, changes)
         row = _user_or_404(tx, user_id)
         shown = {k: v for k, v in changes.items() if k != "email_key"}

@@ -17,6 +17,13 @@ from typing import Any
 
 Row = dict[str, Any]
 
+CONNECT_TIMEOUT = 5  # seconds a start waits for PostgreSQL before saying it cannot reach it
+
+
+class DatabaseUnavailable(Exception):
+    """The database the settings name cannot be opened; the message says what is wrong and what to do,
+    never a password."""
+
 
 class Tx:
     """One open transaction: run statements and read rows as dicts."""
@@ -99,11 +106,16 @@ class SqliteDatabase(Database):
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        try:  # at once, so a path that cannot work stops the start with one line, not a first request
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            self._connection()
+        except (OSError, sqlite3.Error) as exc:
+            self.close()
+            raise DatabaseUnavailable(f"cannot open the SQLite file {self.path}: {exc}") from None
 
     def _connection(self) -> sqlite3.Connection:
         connection = getattr(self._local, "connection", None)
@@ -150,6 +162,7 @@ class PostgresDatabase(Database):
         from psycopg_pool import ConnectionPool
 
         self.url = url
+        _probe(url)
         self._pool = ConnectionPool(url, min_size=1, max_size=max_connections, open=True, timeout=30)
 
     @contextmanager
@@ -160,6 +173,43 @@ class PostgresDatabase(Database):
 
     def close(self) -> None:
         self._pool.close()
+
+
+def _probe(url: str) -> None:
+    """Connect once, quickly, before the pool does: the pool would retry for 30 s and end in a traceback.
+    A database that does not exist yet is not created (a typo in the URL would quietly make a second,
+    empty one); the message says how to create it."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        where = conninfo_to_dict(url)
+    except psycopg.Error as exc:
+        raise DatabaseUnavailable(f"not a PostgreSQL URL: {_first_line(exc)}") from None
+    host, port = where.get("host") or "localhost", where.get("port") or "5432"
+    user, name = where.get("user") or "the current user", where.get("dbname") or "(none)"
+    try:
+        psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT).close()
+    except psycopg.Error as exc:
+        reason = _first_line(exc)
+        if f'database "{name}" does not exist' in reason:
+            raise DatabaseUnavailable(
+                f'database "{name}" does not exist on {host}:{port}; create it first '
+                f"(createdb -h {host} -p {port} -U {where.get('user') or '<user>'} {name}, "
+                f'or CREATE DATABASE "{name}" in psql), then start again'
+            ) from None
+        raise DatabaseUnavailable(
+            f"cannot connect to PostgreSQL at {host}:{port} (database {name}, user {user}): {reason}"
+        ) from None
+
+
+def _first_line(exc: Exception) -> str:
+    """psycopg's reason without its "connection failed: connection to server at ... failed:" preamble."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = text.removeprefix("connection failed: ").removeprefix("connection is bad: ")
+    if text.startswith("connection to server at ") and " failed: " in text:
+        text = text.split(" failed: ", 1)[1]
+    return text.replace("FATAL:  ", "").strip()
 
 
 def open_database(database_url: str | None, sqlite_path: str | Path) -> Database:

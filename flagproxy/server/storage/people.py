@@ -68,6 +68,15 @@ def all_users(tx: Tx) -> list[Row]:
     return tx.all("SELECT * FROM users ORDER BY id")
 
 
+def no_users_yet(tx: Tx) -> bool:
+    """Whether nobody has an account yet. On PostgreSQL the users table stays locked against writers until
+    the transaction ends, so two instances starting together cannot both create the first admin (SQLite's
+    BEGIN IMMEDIATE already serialises them)."""
+    if tx.dialect == "postgres":
+        tx.execute("LOCK TABLE users IN SHARE ROW EXCLUSIVE MODE")
+    return int(tx.value("SELECT COUNT(*) FROM users")) == 0
+
+
 def update_user(tx: Tx, user_id: int, changes: dict[str, Any]) -> None:
     tx.update("users", ("id", user_id), changes, USER_COLUMNS)
 
