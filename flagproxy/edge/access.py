@@ -48,7 +48,7 @@ class Gate:
     """Token → the served scope a request reads, with one dict lookup for a token seen before."""
 
     def __init__(self, edge: Any) -> None:
-        self.edge = edge  # flagproxy.edge.app.EdgeApp: validator, scopes, sync, settings
+        self.edge = edge  # flagproxy.edge.app.EdgeApp: validator, scopes, dynamic_feed, settings
         self.passed: dict[tuple[bytes, str], ServedScope] = {}
         self.full_checks = 0  # requests that missed the fast path (shown in /internal-backstage/metrics)
 
@@ -90,7 +90,7 @@ class Gate:
                 return not_covered(token)
             if not self.edge.settings.dynamic:
                 return FORBIDDEN
-            await self.edge.sync.dynamic_feed(token, float(self.edge.settings.upstream_request_timeout))
+            await self.edge.dynamic_feed(token)
             served = self.edge.scopes.serve(token)
             if served is None:
                 return FORBIDDEN

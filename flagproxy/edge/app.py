@@ -2,6 +2,11 @@
 Sanic configuration and error answers, the helpers its routes answer with (the route table, and
 `create_app`, are flagproxy/edge/routes.py; docs/edge.md lists the routes).
 
+One app per worker process. It follows what the instance's leader publishes (flagproxy/edge/scopes.py,
+flagproxy/instance/follower.py), asks the leader about tokens it has not seen (flagproxy/edge/leader.py)
+and hands the usage it counts to the leader through the instance folder's spool. Without a main process
+(`--workers 1`, or an app made in a program or a test) it runs the leader itself, on its own loop.
+
 Request order: allow/deny list (403) → route → token (flagproxy/edge/access.py: 401, 403, 511) → not
 hydrated yet 503 → 415/400 on a bad body → the answer. Frontend answers are the engine's finished bytes
 (the same evaluator and response cache as `flagproxy proxy`), client features are bytes built once per
@@ -14,8 +19,6 @@ import asyncio
 import contextlib
 import ipaddress
 import itertools
-import shutil
-import tempfile
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -24,9 +27,13 @@ from sanic import HTTPResponse, Request, Sanic
 from sanic.exceptions import BadRequest, MethodNotAllowed, NotFound, PayloadTooLarge
 
 from flagproxy.edge.access import Gate, Refusal
+from flagproxy.edge.leader import EdgeLeader, EdgeLink
+from flagproxy.edge.offline import OfflineSource
 from flagproxy.edge.scopes import Scopes, ServedScope
 from flagproxy.edge.settings import OFFLINE, EdgeSettings
+from flagproxy.edge.tokens import EdgeToken
 from flagproxy.edge.usage import EdgeUsage
+from flagproxy.edge.validation import TokenValidator
 from flagproxy.http import responses as r
 from flagproxy.http.base_app import TOO_LARGE, bad_http, headers_too_large, new_app, unexpected
 from flagproxy.http.conditional import make_answer
@@ -36,6 +43,8 @@ from flagproxy.http.logger import make_logger
 from flagproxy.http.series import RequestSeries, preflight_or_fallback
 from flagproxy.http.serving import guard_worker_signals
 from flagproxy.http.trust import remote_address_of
+from flagproxy.instance.follower import InstanceFollower
+from flagproxy.instance.leader import Instance
 
 BODY_LIMIT = 256 * 1024  # a downstream edge's usage batch is under 95 kB; SDK bodies far smaller
 NOT_READY = b'{"error":"Edge has no features for this token yet: its upstream has not answered"}'
@@ -44,31 +53,39 @@ Handler = Callable[..., Awaitable[HTTPResponse]]
 
 
 class EdgeApp:
-    def __init__(self, settings: EdgeSettings, offline_source: Any = None) -> None:
+    def __init__(
+        self, settings: EdgeSettings, instance_directory: str | None = None, parent_pid: int | None = None
+    ) -> None:
         self.settings = s = settings
         self.offline = settings.mode == OFFLINE
         self.logger = make_logger(None, s.log_level, False)
-        self.scopes = Scopes(self.logger, None if self.offline else s.backup_folder)
+        # Without a parent process this app is a whole instance: it runs the leader itself (in a private
+        # folder unless given one) and follows it like any worker.
+        self.parent_pid = parent_pid
+        self.instance: Instance | None = None
+        if instance_directory is not None:
+            directory = instance_directory
+            self.instance = Instance(directory) if parent_pid else Instance.create(directory)
+        self.leader: EdgeLeader | None = None
+        self.scopes = Scopes("", self.logger)  # its folder is the instance's, known at start
         self.usage = EdgeUsage()
         self.cors = CorsPolicy(s)
-        self.sync: Any = None
-        self.offline_source = offline_source
+        # Questions for the leader wait as long as the leader waits for the upstream, and a little more.
+        self.link = EdgeLink("", 2.0 * s.upstream_request_timeout + 5.0)
         if self.offline:
-            self.validator = offline_source.validator
+            self.validator = OfflineSource(s, self.logger).validator  # the tokens given: nothing to ask
         else:
-            from flagproxy.edge.sync import EdgeSync
-
-            self.sync = EdgeSync(s, self.scopes, self.usage, self.logger)
-            self.validator = self.sync.validator
+            self.validator = TokenValidator(self.link, self.logger, trusted=s.pretrusted_tokens)
+        self.follower: InstanceFollower | None = None
         self.gate = Gate(self)
         self.answer = make_answer(self.cors)
         self.remote_address = remote_address_of(s.trust_proxy)  # request → the context's remoteAddress
         self.connect_via = {"appName": s.app_name, "instanceId": s.instance_id}  # added to registrations
         self.tasks: list[asyncio.Task[Any]] = []
         # Requests by route and status and their durations, as `flagproxy proxy` counts them
-        # (flagproxy/http/series.py), served with the other series at /internal-backstage/metrics.
+        # (flagproxy/http/series.py), served with the other series at /internal-backstage/metrics and
+        # summed over every worker of the instance.
         self.request_series = RequestSeries(enabled=True, logger=self.logger)
-        self.series_directory: str | None = None
 
         app = new_app(
             f"flagproxy-edge-{next(_numbers)}", body_limit=BODY_LIMIT, access_log=s.log_level == "debug"
@@ -102,28 +119,68 @@ class EdgeApp:
         self.app.add_route(observed, path, methods=methods, name=name, strict_slashes=False)
 
     async def _start(self, app: Sanic) -> None:
-        self.series_directory = tempfile.mkdtemp(prefix="flagproxy-edge-series-")  # one process: its own
-        self.request_series.start(self.series_directory)
-        if self.sync is not None:
-            await self.sync.start()
-        if self.offline_source is not None:
-            self.offline_source.load(self.scopes)
-            self.tasks.append(asyncio.get_running_loop().create_task(self.offline_source.run(self.scopes)))
+        if self.instance is None:
+            self.instance = Instance.create()
+        instance = self.instance
+        if self.parent_pid is None:
+            self.leader = EdgeLeader(self.settings, instance, self.logger)
+            await self.leader.start()
+        self.scopes.directory = instance.directory
+        self.link.path = instance.channel_path
+        self.request_series.start(instance.series_directory)
+        self.follower = InstanceFollower(
+            self.scopes.documents,
+            self._hand_off,
+            self.logger,
+            parent_pid=self.parent_pid,
+            on_orphaned=lambda: app.stop(terminate=False),
+        )
+        self.follower.load()  # before the first connection: a late worker serves the current revisions
+        loop = asyncio.get_running_loop()
+        self.tasks.append(loop.create_task(self.follower.run()))
+        if not self.offline:
+            # Asks the leader, which answers from its cache: a token it found revoked stops working here.
+            interval = self.settings.token_revalidation_interval_seconds
+            self.tasks.append(loop.create_task(self.validator.run_revalidation(interval)))
+
+    def _hand_off(self) -> None:
+        """This worker's usage to the leader's one usage stream (offline there is none: kept, bounded)."""
+        if self.offline or self.instance is None:
+            return
+        handed = self.usage.handoff()
+        if handed is not None:
+            self.instance.spool.hand_off_document(handed)
 
     async def _stop(self, app: Sanic) -> None:
         for task in self.tasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        if self.sync is not None:
-            await self.sync.stop()
+        if self.follower is not None:
+            self.follower.stop()  # hands over what was counted since the last handoff
         await self.request_series.stop()
-        if self.series_directory is not None:
-            shutil.rmtree(self.series_directory, ignore_errors=True)
+        if self.leader is not None:
+            await self.leader.stop()  # and, with the leader here, sends it
+        if self.parent_pid is None and self.instance is not None:
+            self.instance.remove()
 
-    @property
-    def ready(self) -> bool:
-        return self.offline_source.ready(self.scopes) if self.offline else self.sync.ready
+    def catch_up(self) -> None:
+        """Install what the leader published since the last watch (at most WATCH_SECONDS ago) now."""
+        if self.follower is not None:
+            self.follower.load()
+
+    async def is_ready(self) -> bool:
+        """The leader says the instance is ready, and this worker serves every feed it published."""
+        status = await self.link.status()
+        if not status or not status.get("ready"):
+            return False
+        self.catch_up()
+        return self.scopes.loaded
+
+    async def dynamic_feed(self, token: EdgeToken) -> None:
+        """--dynamic: the leader syncs the token's scope (once for the instance); then serve it here."""
+        if await self.link.follow(token.secret):
+            self.catch_up()
 
     # ---- request helpers ----------------------------------------------------------------------------
 
@@ -168,7 +225,9 @@ class EdgeApp:
         """As `served`, and 503 while the scope has no features yet."""
         served = await self.served(request, family)
         if isinstance(served, ServedScope) and served.current is None:
-            return self.not_ready(request)
+            self.catch_up()
+            if served.current is None:
+                return self.not_ready(request)
         return served
 
     # ---- everything else ----------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from sanic import HTTPResponse, Request
 
-from flagproxy.edge.scopes import scope_name
+from flagproxy.edge.feeds import scope_name
 from flagproxy.http import responses as r
 from flagproxy.http.series import CONTENT_TYPE
 
@@ -30,7 +30,7 @@ def add_routes(edge: Any, root: str, methods: list[str]) -> None:
         return edge.json(request, b'{"status":"OK"}')
 
     async def ready(request: Request) -> HTTPResponse:
-        if edge.ready:
+        if await edge.is_ready():
             return edge.json(request, b'{"status":"READY"}')
         return edge.json(request, b'{"status":"NOTREADY"}', 503)
 
@@ -47,12 +47,14 @@ def add_routes(edge: Any, root: str, methods: list[str]) -> None:
         return edge.json(request, orjson.dumps(shown))
 
     async def tokens(request: Request) -> HTTPResponse:
-        feeds = [] if edge.sync is None else [feed.describe() for feed in edge.sync.feeds.values()]
-        known = [token.describe() for token in edge.validator.tokens()]
-        return edge.json(request, orjson.dumps({"tokens": known, "tokenRefreshes": feeds}))
+        leader = await edge.link.status() or {}  # the instance's cache and feeds: the leader's
+        shown = {"tokens": leader.get("tokens", []), "tokenRefreshes": leader.get("tokenRefreshes", [])}
+        return edge.json(request, orjson.dumps(shown))
 
     async def metrics(request: Request) -> HTTPResponse:
-        body = edge.request_series.series_text(EdgeCollector(edge))
+        leader = await edge.link.status() or {}
+        ready = bool(leader.get("ready")) and await edge.is_ready()
+        body = edge.request_series.series_text(EdgeCollector(edge, leader, ready))
         return r.DatedResponse(body, headers=edge.headers(request), content_type=CONTENT_TYPE)
 
     for name, handler in (
@@ -67,33 +69,37 @@ def add_routes(edge: Any, root: str, methods: list[str]) -> None:
 
 class EdgeCollector:
     """Edge's own series, read from its state at each scrape (prometheus_client's custom collector), beside
-    the request series of every process (flagproxy/http/series.py)."""
+    the request series of every process (flagproxy/http/series.py). The token cache's and the usage
+    stream's are the instance leader's (`leader`: its status, flagproxy/edge/leader.py); the full checks
+    and the scopes' update times are the answering worker's."""
 
-    def __init__(self, edge: Any) -> None:
+    def __init__(self, edge: Any, leader: dict[str, Any], ready: bool) -> None:
         self.edge = edge
+        self.leader = leader
+        self.ready = ready
 
     def collect(self) -> Iterator[Metric]:
-        edge = self.edge
+        edge, leader = self.edge, self.leader
         yield GaugeMetricFamily("edge_up", "Whether the instance is up.", value=1)
         yield GaugeMetricFamily(
-            "edge_ready", "Whether every start-up token's environment has features.", value=int(edge.ready)
+            "edge_ready", "Whether every start-up token's environment has features.", value=int(self.ready)
         )
         yield GaugeMetricFamily("edge_start_time_seconds", "When the instance started.", value=STARTED)
         known = GaugeMetricFamily(
             "edge_known_tokens", "Tokens in the validation cache, by state.", labels=["state"]
         )
-        known.add_metric(["valid"], len(edge.validator.known))
-        known.add_metric(["invalid"], len(edge.validator.invalid))
+        known.add_metric(["valid"], leader.get("valid", 0))
+        known.add_metric(["invalid"], leader.get("invalid", 0))
         yield known
         yield CounterMetricFamily(
             "edge_token_validation_requests",
             "Calls to the upstream's /edge/validate.",
-            value=edge.validator.upstream_calls,
+            value=leader.get("validations", 0),
         )
         yield CounterMetricFamily(
             "edge_token_full_checks",
-            "Requests whose token was checked in full (first sight, a refusal, no data yet); a token that "
-            "passed before takes one lookup and is not counted.",
+            "Requests whose token was checked in full (first sight, a refusal, no data yet) by the "
+            "worker that answers; a token that passed before takes one lookup and is not counted.",
             value=edge.gate.full_checks,
         )
         updated = GaugeMetricFamily(
@@ -107,5 +113,5 @@ class EdgeCollector:
         yield CounterMetricFamily(
             "edge_metrics_batches_sent",
             "Bulk usage batches the upstream took.",
-            value=edge.sync.sender.posts if edge.sync is not None else 0,
+            value=leader.get("batchesSent", 0),
         )

@@ -13,6 +13,7 @@ import asyncio
 import http.client
 import os
 import sys
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -69,13 +70,16 @@ def main(argv: list[str]) -> int:
     if problem:
         print(f"{PROG}: {problem}", file=sys.stderr)
         return 2
+    # Every worker loads the same options; the instance id is the main process's, so the upstream sees
+    # one instance.
+    options["instance_id"] = settings.instance_id
     if mode == OFFLINE:
-        return _serve_offline(settings)
+        return _serve_offline(settings, options)
     problem = asyncio.run(_check_start_tokens(settings))
     if problem:
         print(f"{PROG}: {problem}", file=sys.stderr)
         return 2
-    return _serve(settings, None)
+    return _serve(settings, options)
 
 
 async def _check_start_tokens(settings: EdgeSettings) -> str | None:
@@ -106,40 +110,75 @@ async def _check_start_tokens(settings: EdgeSettings) -> str | None:
     return None
 
 
-def _serve_offline(settings: EdgeSettings) -> int:
-    from flagproxy.edge.offline import BootstrapError, OfflineSource
-    from flagproxy.http.logger import make_logger
+def _serve_offline(settings: EdgeSettings, options: dict[str, Any]) -> int:
+    from flagproxy.edge.offline import BootstrapError, read_bootstrap
 
-    source = OfflineSource(settings, make_logger(None, settings.log_level, False))
     try:
-        source.check()
+        read_bootstrap(settings.bootstrap_file or "")
     except BootstrapError as error:
         print(f"{PROG}: --bootstrap-file: {error}", file=sys.stderr)
         return 2
-    return _serve(settings, source)
+    return _serve(settings, options)
 
 
-def _serve(settings: EdgeSettings, source: Any) -> int:
+def _worker_app(mode: str, options: dict[str, Any], directory: str, parent_pid: int | None) -> Any:
+    """Each worker builds its own app from the same options and environment and follows the leader in
+    the main process (`parent_pid`); without it, the one process of `--workers 1`, which leads itself."""
     from flagproxy.edge.routes import create_app
-    from flagproxy.http.serving import StoppingHttpProtocol
-    from flagproxy.http.serving import serve as run_workers
 
-    app = create_app(settings, source)
-    app.ctx.edge.logger.info(
+    return create_app(EdgeSettings.load(options, os.environ, mode), directory, parent_pid)
+
+
+def _serve(settings: EdgeSettings, options: dict[str, Any]) -> int:
+    from sanic.worker.loader import AppLoader
+
+    from flagproxy.edge.leader import EdgeLeader
+    from flagproxy.http.logger import make_logger
+    from flagproxy.http.serving import StoppingHttpProtocol, defer_stop_signals
+    from flagproxy.http.serving import serve as run_workers
+    from flagproxy.instance.leader import (
+        Instance,
+        InstanceFolderError,
+        LeaderThread,
+        named_instance_directory,
+    )
+
+    logger = make_logger(None, settings.log_level, False)
+    workers = settings.workers
+    # One folder per app name and port: usage a killed instance could not send goes with the next one's.
+    directory = named_instance_directory(f"edge-{settings.app_name}", settings.port)
+    try:
+        instance = Instance.create(directory)  # checked before any process starts: one line if not ours
+    except InstanceFolderError as error:
+        print(f"{PROG}: {error}", file=sys.stderr)
+        return 2
+    if workers > 1:
+        defer_stop_signals()  # a stop signal from here on ends the start-up cleanly
+    parent = os.getpid() if workers > 1 else None
+    loader = AppLoader(factory=partial(_worker_app, settings.mode, options, directory, parent))
+    app = loader.load()
+    if workers > 1:
+        # The instance's one leader (upstream sync, validations, usage), in this, the main process.
+        LeaderThread(partial(EdgeLeader, settings, instance, logger), logger).attach(app)
+    logger.info(
         f"flagproxy edge ({settings.mode}) is listening on {settings.interface}:{settings.port}"
         + ("" if settings.mode == OFFLINE else f", upstream {settings.upstream_url}, "
            + ("dynamic" if settings.dynamic else "strict") + " tokens")
+        + (f", {workers} workers" if workers > 1 else "")
     )  # fmt: skip
     app.prepare(
         host=settings.interface,
         port=settings.port,
-        workers=1,
+        workers=workers,
         access_log=settings.log_level == "debug",
         motd=False,
         protocol=StoppingHttpProtocol,
-        single_process=True,
+        single_process=workers == 1,
     )
-    run_workers(app, None, 1)
+    try:
+        run_workers(app, loader, workers)
+    finally:
+        instance.remove()
     return 0
 
 

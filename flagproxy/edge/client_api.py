@@ -47,7 +47,7 @@ def feature(edge: EdgeApp) -> Handler:
         served = await edge.hydrated(request, CLIENT)
         if isinstance(served, HTTPResponse):
             return served
-        found = served.feature(name)
+        found = served.feature(served.current, name)
         if found is None:
             return edge.json(request, orjson.dumps({"error": f"Feature {name!r} not found"}), 404)
         return edge.json(request, orjson.dumps(found))

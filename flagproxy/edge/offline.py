@@ -5,6 +5,8 @@ environment name → such a document (a token sees its environment's). With `--r
 is checked every N seconds and served anew when its bytes changed; a file that cannot be read or parsed
 leaves the last good flags in place and says why once (Edge's hot reload broke twice on such cases:
 Unleash/unleash-edge #265, #594). Tokens are those given at start; none is ever asked about upstream.
+The instance's leader reads the file and publishes each environment's document as a feed
+(flagproxy/edge/feeds.py); every worker follows them, so all serve the same revision of the file.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from flagproxy.edge.scopes import Scopes
+from flagproxy.edge.feeds import Feeds
 from flagproxy.edge.settings import EdgeSettings
 from flagproxy.edge.tokens import ALL_PROJECTS, CLIENT, FRONTEND, TRUSTED, EdgeToken
 from flagproxy.edge.validation import TokenValidator
@@ -79,7 +81,7 @@ class OfflineSource:
         """At start: the file must be servable (ConfigError-style one line from the CLI otherwise)."""
         read_bootstrap(self.path)
 
-    def load(self, scopes: Scopes) -> bool:
+    def load(self, feeds: Feeds) -> bool:
         """Serve the file if its bytes changed; False (last good flags kept) if it cannot be served."""
         try:
             raw, document = read_bootstrap(self.path)
@@ -101,8 +103,7 @@ class OfflineSource:
             if payload is None:
                 continue
             scope = (environment, (ALL_PROJECTS,))
-            scopes.add_feed(scope)
-            if not scopes.publish(scope, payload, save=False):
+            if not feeds.publish(scope, payload, source="bootstrap", save=False):
                 return False
         self.digest = digest
         self.loaded = True
@@ -111,17 +112,14 @@ class OfflineSource:
         self.logger.info(f"Serving the flags of {self.path}")
         return True
 
-    def ready(self, scopes: Scopes) -> bool:
-        return self.loaded
-
-    async def run(self, scopes: Scopes) -> None:
+    async def run(self, feeds: Feeds) -> None:
         interval = self.settings.reload_interval
         if interval <= 0:
             return
         while True:
             await asyncio.sleep(interval)
             try:
-                self.load(scopes)
+                self.load(feeds)
             except Exception as exc:  # a bug here must not end reloading for good
                 self.logger.error(f"Reloading the bootstrap file failed unexpectedly: {exc!r}")
 

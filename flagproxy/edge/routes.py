@@ -39,7 +39,11 @@ def add_routes(edge: EdgeApp) -> None:
     backstage.add_routes(edge, f"{base}/internal-backstage", get)
 
 
-def create_app(settings: EdgeSettings, offline_source: Any = None) -> Sanic:
-    edge = EdgeApp(settings, offline_source)
+def create_app(
+    settings: EdgeSettings, instance_directory: str | None = None, parent_pid: int | None = None
+) -> Sanic:
+    """One process of `flagproxy edge`: with `parent_pid`, a worker following that main process's leader;
+    without, the whole instance."""
+    edge = EdgeApp(settings, instance_directory, parent_pid)
     add_routes(edge)
     return edge.app

@@ -1,48 +1,37 @@
-"""One compiled snapshot per environment and project set, fed by one upstream fetch per sync token.
+"""What a worker serves: one compiled snapshot per environment and project set, cut from the leader's feeds.
 
-A *feed* is what one client token from `--tokens` (or, with `--dynamic`, a token first seen on a request)
-reads upstream: the features of its environment and projects, polled with one conditional request per
-interval (flagproxy/sync/poller.py, flagproxy/sync/upstream.py). A *served scope* is what a class of
-requests sees: the feed's document cut down to a token's projects and compiled into its own snapshot
+The instance's leader publishes each feed's document (flagproxy/edge/feeds.py); every worker follows the
+list of feeds and each feed's file (flagproxy/instance/follower.py). A *served scope* is what a class of
+requests sees: a feed's document cut down to a token's projects and compiled into its own snapshot
 store (flagproxy/instance/store.py), so evaluating never filters per request and a token never sees another
-environment's flags or another project's. Served scopes are made the first time a token needs one and
-are recompiled whenever their feed changes.
+environment's flags or another project's. A scope that is its feed's whole document loads the image the
+leader compiled; a narrower one compiles its cut. Served scopes are made the first time a token needs one
+and are installed anew whenever their feed's revision changes, with the feed's revision number, so every
+worker answers the same revision.
 """
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
 
+from flagproxy.edge.feeds import Scope, covers, feed_file, index_stamp, read_index, scope_name
 from flagproxy.edge.tokens import ALL_PROJECTS, EdgeToken
 from flagproxy.http.etag import weak_etag
 from flagproxy.http.response_cache import ResponseCache
+from flagproxy.instance.follower import FollowedDocument, install_published
 from flagproxy.instance.store import ServedSnapshot, SnapshotStore
-from flagproxy.sync.backup import FileStorageProvider
-from flagproxy.sync.documents import check_document
+from flagproxy.sync.publication import Publication, Published
 
-Scope = tuple[str, tuple[str, ...]]  # (environment, sorted projects or ("*",))
 PREFIX_CACHE = 64  # namePrefix answers kept per served scope
 # Each served scope keeps its own response cache (one shared cache would be emptied whenever requests of
 # two scopes alternate: it holds one snapshot's answers). 8 MiB each for the first 16 scopes bounds them
 # to 128 MiB; scopes made after those evaluate every request.
 SCOPE_CACHE_BYTES = 8 * 1024 * 1024
 CACHED_SCOPES = 16
-
-
-def scope_name(scope: Scope) -> str:
-    return f"{scope[0]}:{','.join(scope[1])}"
-
-
-def covers(outer: Scope, inner: Scope) -> bool:
-    if outer[0] != inner[0]:
-        return False
-    return ALL_PROJECTS in outer[1] or (ALL_PROJECTS not in inner[1] and set(inner[1]) <= set(outer[1]))
 
 
 def only_projects(payload: Mapping[str, Any], projects: tuple[str, ...]) -> dict[str, Any]:
@@ -60,16 +49,28 @@ class ServedScope:
     def __init__(self, scope: Scope, source: Scope, logger: Any, cache_bytes: int = 0) -> None:
         self.scope = scope
         self.source = source  # the feed it is cut from
+        self.logger = logger
         self.store = SnapshotStore(logger=logger)
         self.cache = ResponseCache(cache_bytes) if cache_bytes else None
-        self.features: list[dict[str, Any]] = []
+        self.features: tuple[int, dict[str, dict[str, Any]]] | None = None  # revision, name -> flag
         self.prefixed: OrderedDict[tuple[int, str], tuple[bytes, str]] = OrderedDict()
 
-    def install(self, payload: Mapping[str, Any]) -> None:
-        document = only_projects(payload, self.scope[1])
-        self.store.install(document, scope_name(self.source))
-        self.features = [f for f in document.get("features", []) if isinstance(f, dict)]
+    def install(self, published: Published) -> bool:
+        """A new revision of the feed: its image when this scope is the whole feed, else the cut compiled."""
+        if self.scope == self.source:
+            installed = install_published(self.store, published, self.logger)
+        else:
+            try:
+                document = only_projects(orjson.loads(published.document), self.scope[1])
+                self.store.install(
+                    document, published.source, revision=published.revision, at_ms=published.published_ms
+                )
+                installed = True
+            except (ValueError, orjson.JSONDecodeError) as exc:
+                self.logger.error(f"The features of {scope_name(self.scope)} could not be used: {exc}")
+                installed = False
         self.prefixed.clear()
+        return installed
 
     @property
     def current(self) -> ServedSnapshot | None:
@@ -90,61 +91,58 @@ class ServedScope:
                 self.prefixed.popitem(last=False)
         return hit
 
-    def feature(self, name: str) -> dict[str, Any] | None:
-        return next((f for f in self.features if f.get("name") == name), None)
+    def feature(self, snapshot: ServedSnapshot, name: str) -> dict[str, Any] | None:
+        """One flag of the snapshot's features body (read once per revision)."""
+        if self.features is None or self.features[0] != snapshot.revision:
+            listed = orjson.loads(snapshot.features_body).get("features", [])
+            flags = {str(f.get("name")): f for f in listed if isinstance(f, dict)}
+            self.features = (snapshot.revision, flags)
+        return self.features[1].get(name)
 
 
 class Scopes:
-    """Every feed's latest document and every served scope; what the routes and the sync share."""
+    """The feeds this worker follows and the scopes it serves from them; what the routes read."""
 
-    def __init__(self, logger: Any, backup_folder: str | None = None) -> None:
+    def __init__(self, directory: str, logger: Any) -> None:
+        self.directory = directory
         self.logger = logger
-        self.documents: dict[Scope, dict[str, Any]] = {}  # feed scope -> latest document
-        self.feeds: set[Scope] = set()  # scopes something syncs (hydrated or not)
+        self.feeds: dict[Scope, FollowedDocument] = {}
         self.served: dict[Scope, ServedScope] = {}
-        self.hydrated: dict[Scope, asyncio.Event] = {}
-        self.backup = FileStorageProvider(backup_folder) if backup_folder else None
-        self.on_change: list[Callable[[Scope], None]] = []
+        self.index: tuple[int, int] | None = None
 
-    # ---- feeds ----------------------------------------------------------------------------------------
+    # ---- following the leader (flagproxy/instance/follower.py) ----------------------------------------
 
-    def add_feed(self, scope: Scope) -> None:
-        self.feeds.add(scope)
-        self.hydrated.setdefault(scope, asyncio.Event())
+    def documents(self) -> Iterable[FollowedDocument]:
+        """Every feed's published file, the leader's list read again when it changed."""
+        self._read_index()
+        return self.feeds.values()
+
+    def _read_index(self) -> None:
+        stamp = index_stamp(self.directory)
+        if stamp is None or stamp == self.index:
+            return
+        self.index = stamp
+        for feed in read_index(self.directory) or ():
+            if feed not in self.feeds:
+                publication = Publication(self.directory, feed_file(feed))
+                self.feeds[feed] = FollowedDocument(publication, lambda p, feed=feed: self._install(feed, p))
+
+    def _install(self, feed: Scope, published: Published) -> bool:
+        installed = True
+        for served in [s for s in self.served.values() if s.source == feed]:
+            installed = served.install(published) and installed
+        return installed
+
+    @property
+    def loaded(self) -> bool:
+        """Whether every feed listed is served at its published revision (or the last one tried)."""
+        self._read_index()
+        return self.index is not None and all(followed.loaded for followed in self.feeds.values())
 
     def feed_for(self, scope: Scope) -> Scope | None:
         """The narrowest feed that covers `scope`, or None."""
         found = [feed for feed in self.feeds if covers(feed, scope)]
         return min(found, key=lambda feed: (ALL_PROJECTS in feed[1], len(feed[1])), default=None)
-
-    def publish(self, feed: Scope, payload: dict[str, Any], *, save: bool = True) -> bool:
-        """A feed's new document: compile every scope served from it; False (nothing changes) when the
-        document does not compile."""
-        try:
-            check_document(payload)  # before anything of it is kept, even with no scope served from it yet
-            for served in [s for s in self.served.values() if s.source == feed]:
-                served.install(payload)
-        except ValueError as exc:
-            self.logger.error(f"The features of {scope_name(feed)} could not be used: {exc}")
-            return False
-        self.documents[feed] = payload
-        self.hydrated.setdefault(feed, asyncio.Event()).set()
-        if save and self.backup is not None:
-            self.backup.set(_backup_key(feed), {"scope": [feed[0], list(feed[1])], "features": payload})
-        return True
-
-    def restore(self, feed: Scope) -> bool:
-        """The feed's last saved document from --backup-folder, if there is one."""
-        if self.backup is None:
-            return False
-        saved = self.backup.get(_backup_key(feed))
-        if not isinstance(saved, dict) or not isinstance(saved.get("features"), dict):
-            return False
-        return self.publish(feed, saved["features"], save=False)
-
-    @property
-    def ready(self) -> bool:
-        return all(scope in self.documents for scope in self.feeds)
 
     # ---- what requests read ---------------------------------------------------------------------------
 
@@ -156,16 +154,14 @@ class Scopes:
             return served
         feed = self.feed_for(scope)
         if feed is None:
-            return None
+            self._read_index()  # a feed the leader added since this worker last looked
+            feed = self.feed_for(scope)
+            if feed is None:
+                return None
         cache_bytes = SCOPE_CACHE_BYTES if len(self.served) < CACHED_SCOPES else 0
         served = ServedScope(scope, feed, self.logger, cache_bytes)
-        document = self.documents.get(feed)
-        if document is not None:
-            served.install(document)
+        published = self.feeds[feed].publication.read()
+        if published is not None:
+            served.install(published)
         self.served[scope] = served
         return served
-
-
-def _backup_key(feed: Scope) -> str:
-    # A file name from the scope, never from a token.
-    return "edge-" + hashlib.sha256(scope_name(feed).encode()).hexdigest()[:20]

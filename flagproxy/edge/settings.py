@@ -67,6 +67,9 @@ OPTIONS: tuple[Option, ...] = (
            "accept only tokens whose environment and projects a --tokens token covers (default)", (EDGE,)),
     Option("port", "PORT", 3063, "int", "listening port", BOTH, "-p"),
     Option("interface", "INTERFACE", "0.0.0.0", "str", "listening address", BOTH, "-i"),
+    Option("workers", "WORKERS", 1, "int",
+           "worker processes serving as one instance: one upstream sync, one validation per new token and "
+           "one usage stream for all of them"),
     Option("base_path", "BASE_PATH", "", "base_path", "path prefix of every route"),
     Option("features_refresh_interval_seconds", "FEATURES_REFRESH_INTERVAL_SECONDS", 15, "int",
            "seconds between two feature fetches of one environment", (EDGE,), "-f"),
@@ -124,6 +127,7 @@ class EdgeSettings:
     dynamic: bool = False
     port: int = 3063
     interface: str = "0.0.0.0"
+    workers: int = 1
     base_path: str = ""
     features_refresh_interval_seconds: int = 15
     metrics_interval_seconds: int = 60
@@ -197,6 +201,7 @@ def _load(options: dict[str, Any], env: Mapping[str, str], mode: str) -> EdgeSet
             raise ConfigError("offline mode needs --tokens, --client-tokens or --frontend-tokens")
     for key, low, high in (
         ("port", 1, 65535),
+        ("workers", 1, None),
         ("features_refresh_interval_seconds", 1, None),
         ("metrics_interval_seconds", 1, None),
         ("token_revalidation_interval_seconds", 1, None),

@@ -1,8 +1,9 @@
 """Everything `flagproxy edge` does upstream: validate the startup tokens, poll one feed per sync token,
-revalidate known tokens, send metrics in bulk. Routes never wait on this except to validate a new token.
+revalidate known tokens, send usage in bulk. Once per instance, in its leader (flagproxy/edge/leader.py);
+routes never wait on this except to validate a new token, which workers ask the leader about.
 
 Start-up tokens are validated in the background until the upstream answers (the instance is not ready
-until then); each validated client token becomes a feed (flagproxy/edge/scopes.py) polled with the
+until then); each validated client token becomes a feed (flagproxy/edge/feeds.py) polled with the
 proxy's poller and upstream client, starting from its --backup-folder copy when there is one.
 """
 
@@ -10,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
-from flagproxy.edge.scopes import Scope, Scopes, covers, scope_name
+from flagproxy.edge.feeds import Feeds, Scope, covers, scope_name
 from flagproxy.edge.settings import EdgeSettings
 from flagproxy.edge.tokens import CLIENT, EdgeToken, masked, token_key
 from flagproxy.edge.usage import BulkSender, EdgeUsage
@@ -43,10 +45,10 @@ def upstream_client(settings: EdgeSettings, token: str, api: bool = True) -> Ups
 class Feed:
     """One sync token's poll loop."""
 
-    def __init__(self, token: EdgeToken, settings: EdgeSettings, scopes: Scopes, logger: Any) -> None:
+    def __init__(self, token: EdgeToken, settings: EdgeSettings, feeds: Feeds, logger: Any) -> None:
         self.token = token
         self.scope: Scope = token.scope
-        self.scopes = scopes
+        self.feeds = feeds
         self.client = upstream_client(settings, token.secret)
         self.poller = Poller(
             self.client,
@@ -62,13 +64,11 @@ class Feed:
 
     async def _update(self, payload: dict[str, Any]) -> bool:
         self.last_refresh = self.last_check = iso_now()
-        return self.scopes.publish(self.scope, payload)
+        return self.feeds.publish(self.scope, payload)
 
     def _not_modified(self) -> None:
         self.last_check = iso_now()
-        for served in self.scopes.served.values():
-            if served.source == self.scope:
-                served.store.touch()
+        self.feeds.touch(self.scope)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -86,9 +86,16 @@ def broadest_first(tokens: list[EdgeToken]) -> list[EdgeToken]:
 
 
 class EdgeSync:
-    def __init__(self, settings: EdgeSettings, scopes: Scopes, usage: EdgeUsage, logger: Any) -> None:
+    def __init__(
+        self,
+        settings: EdgeSettings,
+        published: Feeds,
+        usage: EdgeUsage,
+        logger: Any,
+        gather_usage: Callable[[], Any] | None = None,
+    ) -> None:
         self.settings = settings
-        self.scopes = scopes
+        self.published = published
         self.logger = logger
         self.validator = TokenValidator(
             upstream_client(settings, "", api=False), logger, trusted=settings.pretrusted_tokens
@@ -97,13 +104,17 @@ class EdgeSync:
         self.feeds: dict[Scope, Feed] = {}
         self.unvalidated = list(settings.tokens)  # start-up tokens the upstream has not confirmed yet
         self.sender = BulkSender(
-            usage, self.client_for, interval_seconds=settings.metrics_interval_seconds, logger=logger
+            usage,
+            self.client_for,
+            interval_seconds=settings.metrics_interval_seconds,
+            logger=logger,
+            gather=gather_usage,
         )
         self.tasks: list[asyncio.Task[Any]] = []
 
     @property
     def ready(self) -> bool:
-        return not self.unvalidated and self.scopes.ready
+        return not self.unvalidated and self.published.ready
 
     def client_for(self, environment: str) -> UpstreamClient | None:
         """A client with a token of `environment`, for its metrics (the broadest one)."""
@@ -121,22 +132,24 @@ class EdgeSync:
         )
         if feed is not None:
             return feed
-        feed = self.feeds[token.scope] = Feed(token, self.settings, self.scopes, self.logger)
+        feed = self.feeds[token.scope] = Feed(token, self.settings, self.published, self.logger)
         self.logger.info(f"Syncing {scope_name(feed.scope)} with {masked(token.secret)}")
-        self.scopes.add_feed(feed.scope)
-        if self.scopes.restore(feed.scope):
+        self.published.add_feed(feed.scope)
+        if self.published.restore(feed.scope):
             self.logger.info(f"Serving {scope_name(feed.scope)} from the backup until the upstream answers")
         feed.task = asyncio.get_running_loop().create_task(feed.poller.run())
         return feed
 
     def save_tokens(self) -> None:
-        if self.scopes.backup is not None:
-            self.scopes.backup.set(TOKENS_BACKUP, self.validator.saved())
+        if self.published.backup is not None:
+            self.published.backup.set(TOKENS_BACKUP, self.validator.saved())
 
     def _restore(self) -> None:
         """With --backup-folder: the tokens validated before the restart (by hash) and the start-up
         tokens among them followed at once, so the instance serves its backup while the upstream is away."""
-        if self.scopes.backup is None or not self.validator.restore(self.scopes.backup.get(TOKENS_BACKUP)):
+        if self.published.backup is None or not self.validator.restore(
+            self.published.backup.get(TOKENS_BACKUP)
+        ):
             return
         restored = []
         for token in list(self.unvalidated):
@@ -183,7 +196,7 @@ class EdgeSync:
         """--dynamic: sync a validated client token's scope on first use and wait for its first fetch."""
         feed = self.follow(token)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.scopes.hydrated[feed.scope].wait(), timeout)
+            await asyncio.wait_for(self.published.hydrated[feed.scope].wait(), timeout)
 
     async def stop(self) -> None:
         tasks = [*self.tasks, *(f.task for f in self.feeds.values() if f.task is not None)]

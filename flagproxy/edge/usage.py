@@ -116,6 +116,32 @@ class EdgeUsage:
         taken.applications, self.applications = self.applications, {}
         return taken
 
+    def handoff(self) -> dict[str, Any] | None:
+        """What a worker counted since its last hand-off, as the spool carries it to the leader
+        (flagproxy/sync/spool.py), and a fresh start; None when there is nothing."""
+        if not self and not self.dropped:
+            return None
+        taken = self.take()
+        document = {
+            "counts": [[*key, *value] for key, value in taken.counts.items()],
+            "applications": [[*key, application] for key, application in taken.applications.items()],
+            "dropped": self.dropped,
+        }
+        self.dropped = 0
+        return document
+
+    def take_handoff(self, document: dict[str, Any]) -> None:
+        """The leader's side: add a worker's hand-off (its bounds apply again here)."""
+        for environment, app, feature, yes, no, variants, at in document["counts"]:
+            self.add(environment, app, feature, yes, no, variants, at)
+        for environment, app, instance, application in document["applications"]:
+            key = (environment, app, instance)
+            if key in self.applications or len(self.applications) < MAX_APPLICATIONS:
+                self.applications[key] = application
+            else:
+                self.dropped += 1
+        self.dropped += document["dropped"]
+
     def give_back(self, taken: EdgeUsage) -> None:
         for (environment, app, feature), (yes, no, variants, at) in taken.counts.items():
             self.add(environment, app, feature, yes, no, variants, at)
@@ -182,8 +208,10 @@ class BulkSender:
         *,
         interval_seconds: int,
         logger: Any,
+        gather: Callable[[], Any] | None = None,
     ) -> None:
         self.usage = usage
+        self.gather = gather  # brings in what the workers handed over, before each send
         self.client_for = client_for  # environment -> UpstreamClient with a token of it, or None
         self.interval_seconds = interval_seconds
         self.logger = logger
@@ -192,6 +220,8 @@ class BulkSender:
 
     async def flush(self) -> bool:
         """Send everything counted; True when the upstream took all of it."""
+        if self.gather is not None:
+            self.gather()
         if self.usage.dropped:
             self.logger.warn(f"{self.usage.dropped} usage counts did not fit the metrics bounds; dropped")
             self.usage.dropped = 0

@@ -1,0 +1,142 @@
+"""The edge's feeds on the leader's side: each feed's latest document, published once for every worker.
+
+A *feed* is what one client token from `--tokens` (or, with `--dynamic`, a token first seen on a request)
+reads upstream: the features of its environment and projects (flagproxy/edge/sync.py), or one
+environment of offline mode's bootstrap file (flagproxy/edge/offline.py). The instance's leader (one per
+instance, whatever the number of workers: flagproxy/instance/leader.py) compiles each new document once
+and publishes it with its image into a file of its own in the instance folder
+(flagproxy/sync/publication.py), keeps it in `--backup-folder`, and lists every feed in `feeds.json`.
+Workers follow that list and those files (flagproxy/edge/scopes.py), so every worker serves the same
+revision of each feed and the upstream is asked once per feed, not once per worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import tempfile
+from typing import Any
+
+import orjson
+
+from flagproxy.edge.tokens import ALL_PROJECTS
+from flagproxy.instance.store import compile_image, return_free_memory
+from flagproxy.sync.backup import FileStorageProvider
+from flagproxy.sync.publication import Publication
+
+Scope = tuple[str, tuple[str, ...]]  # (environment, sorted projects or ("*",))
+INDEX = "feeds.json"
+
+
+def scope_name(scope: Scope) -> str:
+    return f"{scope[0]}:{','.join(scope[1])}"
+
+
+def covers(outer: Scope, inner: Scope) -> bool:
+    if outer[0] != inner[0]:
+        return False
+    return ALL_PROJECTS in outer[1] or (ALL_PROJECTS not in inner[1] and set(inner[1]) <= set(outer[1]))
+
+
+def scope_key(scope: Scope) -> str:
+    """A file name part from the scope, never from a token."""
+    return hashlib.sha256(scope_name(scope).encode()).hexdigest()[:20]
+
+
+def feed_file(scope: Scope) -> str:
+    return f"feed-{scope_key(scope)}.json"
+
+
+def read_index(directory: str) -> list[Scope] | None:
+    """The feeds the leader lists, None before it listed any."""
+    try:
+        with open(os.path.join(directory, INDEX), "rb") as file:
+            listed = orjson.loads(file.read())
+    except (FileNotFoundError, orjson.JSONDecodeError):
+        return None
+    return [(str(environment), tuple(projects)) for environment, projects in listed]
+
+
+def index_stamp(directory: str) -> tuple[int, int] | None:
+    try:
+        status = os.stat(os.path.join(directory, INDEX))
+    except FileNotFoundError:
+        return None
+    return status.st_ino, status.st_mtime_ns
+
+
+class Feeds:
+    """Every feed's latest document as the leader publishes it; what edge/sync.py and offline.py feed."""
+
+    def __init__(self, directory: str, logger: Any, backup_folder: str | None = None) -> None:
+        self.directory = directory
+        self.logger = logger
+        self.feeds: dict[Scope, Publication] = {}  # scopes something syncs (hydrated or not)
+        self.hydrated: dict[Scope, asyncio.Event] = {}
+        self.backup = FileStorageProvider(backup_folder) if backup_folder else None
+        self._write_index()  # none yet: workers see the leader has started
+
+    def add_feed(self, scope: Scope) -> None:
+        if scope in self.feeds:
+            return
+        self.feeds[scope] = Publication(self.directory, feed_file(scope))
+        self.hydrated.setdefault(scope, asyncio.Event())
+        self._write_index()
+
+    def _write_index(self) -> None:
+        listed = orjson.dumps([[scope[0], list(scope[1])] for scope in self.feeds])
+        fd, temporary = tempfile.mkstemp(prefix=".feeds-", dir=self.directory)
+        try:
+            with os.fdopen(fd, "wb") as file:
+                file.write(listed)
+            os.replace(temporary, os.path.join(self.directory, INDEX))
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+            raise
+
+    def publish(
+        self, feed: Scope, payload: dict[str, Any], *, source: str = "upstream", save: bool = True
+    ) -> bool:
+        """A feed's new document, compiled once and published for every worker; False (nothing changes)
+        when it is no features document."""
+        self.add_feed(feed)
+        try:
+            image: bytes | None = compile_image(payload, logger=self.logger)
+        except ValueError as exc:
+            self.logger.error(f"The features of {scope_name(feed)} could not be used: {exc}")
+            return False
+        except Exception as exc:  # the workers compile it themselves: slower, still right
+            self.logger.warn(f"The workers compile the features of {scope_name(feed)} themselves: {exc!r}")
+            image = None
+        return_free_memory()  # what the compile freed: the leader serves nothing from it
+        self.feeds[feed].publish(payload, source, image)
+        self.hydrated[feed].set()
+        if save and self.backup is not None:
+            self.backup.set(_backup_key(feed), {"scope": [feed[0], list(feed[1])], "features": payload})
+        return True
+
+    def touch(self, feed: Scope) -> None:
+        """The upstream answered 304 for `feed`."""
+        publication = self.feeds.get(feed)
+        if publication is not None:
+            publication.touch()
+
+    def restore(self, feed: Scope) -> bool:
+        """The feed's last saved document from --backup-folder, if there is one."""
+        if self.backup is None:
+            return False
+        saved = self.backup.get(_backup_key(feed))
+        if not isinstance(saved, dict) or not isinstance(saved.get("features"), dict):
+            return False
+        return self.publish(feed, saved["features"], source="backup", save=False)
+
+    @property
+    def ready(self) -> bool:
+        return all(event.is_set() for event in self.hydrated.values())
+
+
+def _backup_key(feed: Scope) -> str:
+    return "edge-" + scope_key(feed)

@@ -1,0 +1,170 @@
+"""The edge instance's one leader and what workers ask it: everything upstream happens here, once.
+
+One per instance, whatever the number of workers (flagproxy/instance/leader.py runs it in the main
+process of `--workers N`, and on the app's own loop with one worker):
+
+- online: the upstream sync (flagproxy/edge/sync.py): start-up tokens, one feed per environment and
+  project set, published for every worker (flagproxy/edge/feeds.py), revalidation, and the one usage
+  stream upstream, fed by every worker's hand-offs (flagproxy/sync/spool.py) before each send;
+- offline: the bootstrap file read and reloaded (flagproxy/edge/offline.py), published the same way;
+- the channel (flagproxy/instance/channel.py) on which workers ask it about a token they have not seen
+  (`validate`: answered from the leader's validation cache, so a new token costs the upstream one
+  `/edge/validate` for the whole instance), have a token's scope synced (`follow`, --dynamic), and ask
+  for what the backstage routes show (`status`).
+
+`EdgeLink` is the worker's end: it answers TokenValidator's `exchange` as the upstream client does, so a
+worker's validation cache (single flight, batches, revalidation) works unchanged, asking the leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import orjson
+
+from flagproxy.edge.feeds import Feeds
+from flagproxy.edge.offline import OfflineSource
+from flagproxy.edge.settings import OFFLINE, EdgeSettings
+from flagproxy.edge.tokens import CLIENT
+from flagproxy.edge.usage import EdgeUsage
+from flagproxy.edge.validation import UpstreamUnavailable
+from flagproxy.instance.channel import ChannelServer, ChannelUnavailable, ask
+from flagproxy.instance.leader import Instance
+
+
+class EdgeLeader:
+    def __init__(self, settings: EdgeSettings, instance: Instance, logger: Any) -> None:
+        self.settings = settings
+        self.instance = instance
+        self.logger = logger
+        self.offline = settings.mode == OFFLINE
+        self.feeds = Feeds(instance.directory, logger, None if self.offline else settings.backup_folder)
+        self.usage = EdgeUsage()
+        self.sync: Any = None
+        self.source: OfflineSource | None = None
+        if self.offline:
+            self.source = OfflineSource(settings, logger)
+            self.validator = self.source.validator
+        else:
+            from flagproxy.edge.sync import EdgeSync  # the HTTP client: the leader's alone
+
+            self.sync = EdgeSync(settings, self.feeds, self.usage, logger, gather_usage=self.gather_usage)
+            self.validator = self.sync.validator
+        self.channel = ChannelServer(instance.channel_path, self.answer, logger)
+        self.tasks: list[asyncio.Task[Any]] = []
+
+    def gather_usage(self) -> None:
+        self.instance.spool.collect_documents(self.usage.take_handoff)
+
+    @property
+    def ready(self) -> bool:
+        return self.source.loaded if self.source is not None else bool(self.sync.ready)
+
+    async def start(self) -> None:
+        await self.channel.start()
+        if self.sync is not None:
+            await self.sync.start()
+        if self.source is not None:
+            self.source.load(self.feeds)
+            self.tasks.append(asyncio.get_running_loop().create_task(self.source.run(self.feeds)))
+
+    async def stop(self) -> None:
+        """After every worker has stopped: their last usage is in the spool and goes in the last send;
+        what the upstream does not take stays in the spool for the next instance in this folder."""
+        await self.channel.stop()
+        for task in self.tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self.sync is not None:
+            await self.sync.stop()
+            left = self.usage.handoff()
+            if left is not None:
+                self.instance.spool.hand_off_document(left)
+
+    # ---- what workers ask ---------------------------------------------------------------------------
+
+    async def answer(self, question: dict[str, Any]) -> dict[str, Any]:
+        if "validate" in question:
+            return await self._validate([str(secret) for secret in question["validate"]])
+        if "follow" in question:
+            return await self._follow(str(question["follow"]))
+        if "status" in question:
+            return self._status()
+        return {"error": "unknown question"}
+
+    async def _validate(self, secrets: list[str]) -> dict[str, Any]:
+        """As the upstream's /edge/validate answers: the valid ones, with their scope."""
+        if self.sync is None:
+            answers: list[Any] = [self.validator.cached(secret)[1] for secret in secrets]
+        else:
+            answers = await asyncio.gather(
+                *(self.validator.validate(secret) for secret in secrets), return_exceptions=True
+            )
+        valid = []
+        for secret, token in zip(secrets, answers, strict=True):
+            if isinstance(token, UpstreamUnavailable):
+                return {"status": 503}
+            if isinstance(token, BaseException):
+                raise token
+            if token is not None:
+                valid.append(
+                    {
+                        "token": secret,
+                        "type": token.type,
+                        "environment": token.environment,
+                        "projects": list(token.projects),
+                    }
+                )
+        return {"status": 200, "tokens": valid}
+
+    async def _follow(self, secret: str) -> dict[str, Any]:
+        """--dynamic: sync a validated client token's scope and wait for its first fetch."""
+        _, token, _ = self.validator.cached(secret)
+        if self.sync is None or token is None or token.type != CLIENT:
+            return {"following": False}
+        await self.sync.dynamic_feed(token, float(self.settings.upstream_request_timeout))
+        return {"following": True}
+
+    def _status(self) -> dict[str, Any]:
+        sync = self.sync
+        return {
+            "ready": self.ready,
+            "tokens": [token.describe() for token in self.validator.tokens()],
+            "tokenRefreshes": [] if sync is None else [feed.describe() for feed in sync.feeds.values()],
+            "valid": len(self.validator.known),
+            "invalid": len(self.validator.invalid),
+            "validations": self.validator.upstream_calls,
+            "batchesSent": 0 if sync is None else sync.sender.posts,
+        }
+
+
+class EdgeLink:
+    """A worker's questions to its instance's leader."""
+
+    def __init__(self, path: str, timeout: float) -> None:
+        self.path = path
+        self.timeout = timeout
+
+    async def exchange(self, path: str, body: dict[str, Any]) -> tuple[int, bytes] | str:
+        """TokenValidator's question (`edge/validate`), asked of the leader instead of the upstream."""
+        try:
+            answer = await ask(self.path, {"validate": body["tokens"]}, self.timeout)
+        except ChannelUnavailable as exc:
+            return str(exc)
+        return int(answer.get("status", 503)), orjson.dumps({"tokens": answer.get("tokens", [])})
+
+    async def follow(self, secret: str) -> bool:
+        with contextlib.suppress(ChannelUnavailable):
+            return bool((await ask(self.path, {"follow": secret}, self.timeout)).get("following"))
+        return False
+
+    async def status(self) -> dict[str, Any] | None:
+        with contextlib.suppress(ChannelUnavailable):
+            return await ask(self.path, {"status": True}, self.timeout)
+        return None
+
+    async def close(self) -> None:
+        """Nothing held between questions (TokenValidator's client interface)."""
