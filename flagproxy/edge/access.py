@@ -94,5 +94,7 @@ class Gate:
             served = self.edge.scopes.serve(token)
             if served is None:
                 return FORBIDDEN
+        elif served.current is None and self.edge.settings.dynamic and wanted == CLIENT:
+            await self.edge.dynamic_feed(token)  # a feed another request started: wait for its first fetch
         self.passed[(key, family)] = served
         return served

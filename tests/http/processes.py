@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import http.client
 import os
 import select
 import signal
@@ -124,3 +125,22 @@ def worker_serving(process: Process, client_port: int) -> int | None:
         if f"socket:[{inode}]" in links:
             return pid
     return None
+
+
+def ask_worker(
+    process: Process, method: str, path: str, headers: dict[str, str], body: str | bytes | None = None
+) -> tuple[int, dict[str, str], bytes, int | None]:
+    """One request on a new connection: status, headers, body and the pid of the worker that answered."""
+    connection = http.client.HTTPConnection("127.0.0.1", process.port, timeout=10)
+    try:
+        connection.connect()
+        client_port = connection.sock.getsockname()[1]
+        if body is not None:
+            headers = {**headers, "Content-Type": "application/json"}
+        connection.request(method, path, body=body, headers=headers)
+        response = connection.getresponse()
+        data = response.read()
+        worker = worker_serving(process, client_port)  # the connection is still open (keep-alive)
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, data, worker
+    finally:
+        connection.close()

@@ -22,7 +22,7 @@ import pytest
 
 from flagproxy.sync.spool import HANDOFF_SECONDS
 from tests.http.loopback import KEY, StubUpstream
-from tests.http.processes import Process, listening_workers, wait_until_listening, worker_serving
+from tests.http.processes import Process, ask_worker, listening_workers, wait_until_listening
 
 pytestmark = pytest.mark.slow
 
@@ -49,20 +49,7 @@ def ask(
     body: str | None = None,
 ) -> tuple[int, dict[str, str], bytes, int | None]:
     """One request on a new connection: status, headers, body and the pid of the worker that answered."""
-    connection = http.client.HTTPConnection("127.0.0.1", process.port, timeout=10)
-    try:
-        connection.connect()
-        client_port = connection.sock.getsockname()[1]
-        headers = {"Authorization": KEY}
-        if body is not None:
-            headers["Content-Type"] = "application/json"
-        connection.request(method, path, body=body, headers=headers)
-        response = connection.getresponse()
-        data = response.read()
-        worker = worker_serving(process, client_port)  # the connection is still open (keep-alive)
-        return response.status, {k.lower(): v for k, v in response.getheaders()}, data, worker
-    finally:
-        connection.close()
+    return ask_worker(process, method, path, {"Authorization": KEY}, body)
 
 
 def send_named(process: Process, count: int, workers: int) -> int:
