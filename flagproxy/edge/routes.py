@@ -4,8 +4,6 @@ which the route modules use, so no route module and the app import each other.""
 
 from __future__ import annotations
 
-from typing import Any
-
 from sanic import Sanic
 
 from flagproxy.edge import backstage, client_api, frontend_api
