@@ -17,7 +17,15 @@ then for each scenario it loads them one after the other with the same requests:
   run's duration; every answer must be 401/403, and the upstream must have been asked about each token at
   most once. Latencies are reported (p50, p95, p99), not asserted: speed is measured here, not in tests.
 
-The edges run as one process each (flagproxy edge has no --workers), so the proxy runs one worker too.
+The edges run one worker each, so the proxy runs one worker too.
+
+    python -m benchmarks.load.edge --workers 2
+
+compares instead `flagproxy edge --workers 2` with `flagproxy edge --workers 1` (one environment) in
+paired alternating rounds (benchmarks/load/runner.py measure_paired) on post-unique, get-query and
+client-features: requests per second and requests per CPU-second of each process group (main process and
+workers), N workers over one.
+
 Exit status 1 when any request failed or got an unexpected status.
 """
 
@@ -39,9 +47,9 @@ import aiohttp
 
 from benchmarks.load import wrk
 from benchmarks.load.probe import baseline_route, probe
-from benchmarks.load.processes import Service, fetch
+from benchmarks.load.processes import QUIET_TIMEOUT, Service, fetch, wait_until_quiet
 from benchmarks.load.report import Row
-from benchmarks.load.runner import Options, measure, stderr_log
+from benchmarks.load.runner import Options, measure, measure_paired, stderr_log
 from benchmarks.load.scenarios import SCENARIOS_BY_NAME, Scenario
 from benchmarks.load.targets import RunDirectory, Target, start_baseline, start_flagproxy, start_upstream
 
@@ -62,14 +70,19 @@ def environment_names(count: int) -> list[str]:
     return ["development"] + [f"environment-{i}" for i in range(1, count)]
 
 
-def start_edge(run: RunDirectory, upstream: Service, name: str, environments: int) -> Target:
+WORKER_SCENARIOS = ("post-unique", "get-query", "client-features")
+
+
+def start_edge(
+    run: RunDirectory, upstream: Service, name: str, environments: int, workers: int = 1
+) -> Target:
     tokens = ",".join(client_token(e) for e in environment_names(environments))
 
     def build(port: int) -> tuple[list[str], dict[str, str]]:
         env = run.env(PORT=str(port), INTERFACE="127.0.0.1")
         command = [
             sys.executable, "-m", "flagproxy", "edge", "--upstream-url", f"http://127.0.0.1:{upstream.port}",
-            "--tokens", tokens, "--metrics-interval-seconds", "3600",
+            "--tokens", tokens, "--metrics-interval-seconds", "3600", "--workers", str(workers),
         ]  # fmt: skip
         return command, env
 
@@ -134,8 +147,68 @@ def key_rotation(edge: Target, upstream: Service, seconds: float) -> dict[str, A
     return result
 
 
-def run(args: argparse.Namespace) -> int:
-    options = Options(
+def compare_workers(args: argparse.Namespace) -> int:
+    """`--workers N`: edge with N workers against edge with one, in paired alternating rounds."""
+    options = _options(args)
+    root = Path(tempfile.mkdtemp(prefix="flagproxy-edge-workers-"))
+    directory = RunDirectory(root)
+    services: list[Service] = []
+    rows: list[Row] = []
+    try:
+        stderr_log(f"[{args.flags} flags] starting upstream, edge with 1 and with {args.workers} workers")
+        upstream = start_upstream(directory, args.flags)
+        services.append(upstream)
+        one = start_edge(directory, upstream, "edge-1-worker", 1)
+        services.append(one.service)
+        many = start_edge(directory, upstream, f"edge-{args.workers}-workers", 1, args.workers)
+        services.append(many.service)
+
+        def settle() -> None:
+            if wait_until_quiet([service.process.pid for service in services]) is None:
+                stderr_log(f"services still busy after {QUIET_TIMEOUT:.0f} s; measuring anyway")
+
+        for name in WORKER_SCENARIOS:
+            scenario = edge_scenario(name)
+            probes = {(t.name, name): probe(t, scenario, args.flags) for t in (one, many)}
+            label = f"{args.workers} workers / 1"
+            rows += measure_paired(
+                [many, one], probes, scenario, args.flags, options, directory, stderr_log, settle, label
+            )
+    finally:
+        for service in reversed(services):
+            service.stop()
+    print(_workers_markdown(rows, args.workers))
+    if args.json:
+        args.json.write_text(json.dumps({"rows": [asdict(r) for r in rows]}, indent=2))
+    failed = any(r.errors for r in rows)
+    if not failed and not args.keep:
+        shutil.rmtree(root, ignore_errors=True)
+    else:
+        stderr_log(f"run directory kept: {root}")
+    return 1 if failed else 0
+
+
+def _workers_markdown(rows: list[Row], workers: int) -> str:
+    lines = [
+        f"| scenario | {workers} workers req/s | 1 worker req/s | req/s ratio (median of rounds) "
+        "| req per CPU-s ratio | errors |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for many, one in zip(rows[::2], rows[1::2], strict=True):
+        per_cpu = (
+            f"{one.cpu_us_per_request / many.cpu_us_per_request:.3f}"
+            if many.cpu_us_per_request and one.cpu_us_per_request
+            else "-"
+        )
+        lines.append(
+            f"| {many.scenario} | {many.requests_per_s:,.0f} | {one.requests_per_s:,.0f} | "
+            f"{many.paired_ratio} ({many.paired_median}) | {per_cpu} | {many.errors + one.errors} |"
+        )
+    return "\n".join(lines)
+
+
+def _options(args: argparse.Namespace) -> Options:
+    return Options(
         flags=(args.flags,),
         scenarios=(),
         workers=1,
@@ -145,6 +218,10 @@ def run(args: argparse.Namespace) -> int:
         wrk=wrk.WrkOptions(args.threads, args.connections, 10),
         peer_node=False,
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    options = _options(args)
     root = Path(tempfile.mkdtemp(prefix="flagproxy-edge-load-"))
     directory = RunDirectory(root)
     services: list[Service] = []
@@ -271,6 +348,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2, help="wrk threads (2)")
     parser.add_argument("--connections", type=int, default=50, help="wrk connections (50)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="compare edge with N workers against edge with one instead (paired rounds)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the run's directory")
     parser.add_argument(
         "--smoke", action="store_true", help="50 flags, 2 environments, 1 s a run: CI's check"
@@ -282,6 +366,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--flags, --environments, --duration and --threads must be at least 1")
     if not wrk.available():
         parser.error("wrk is not installed (apt-get install wrk)")
+    if args.workers is not None:
+        if args.workers < 2:
+            parser.error("--workers: compare at least 2 workers with one")
+        return compare_workers(args)
     return run(args)
 
 

@@ -132,8 +132,10 @@ def measure_paired(
     run: RunDirectory,
     log: Callable[[str], None],
     settle: Callable[[], None],
+    label: str = "series on / off",
 ) -> list[Row]:
-    """The proxy with its series on and with them off, measured in short alternating rounds (on, off, off,
+    """Two targets (the proxy with its series on and with them off; edge with N workers and with one),
+    measured in short alternating rounds (on, off, off,
     on, on, off, ...; `--duration` seconds each in all): whatever else the shared machine does, and its drift
     over the run, weighs on both alike, so the ratio of their totals is what the series cost. Run one after
     the other they swung by tens of percent here; loaded at the same time, by the scheduler's favours."""
@@ -169,7 +171,7 @@ def measure_paired(
     rows[0].paired_median = None if median is None else round(median, 3)
     log(
         f"[{flags} flags] {scenario.name} paired ({rounds} alternating rounds of {PAIRED_ROUND_SECONDS} s): "
-        f"series on / off = {rows[0].paired_ratio} in req/s (median of the rounds {rows[0].paired_median}, "
+        f"{label} = {rows[0].paired_ratio} in req/s (median of the rounds {rows[0].paired_median}, "
         f"rounds {', '.join(f'{r:.3f}' for r in per_round)}), CPU per request {cpu[0]} / {cpu[1]} µs"
     )
     return rows
