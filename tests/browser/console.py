@@ -28,6 +28,9 @@ DOC_SHOTS = {
     "users": "users",
     "roles": "roles",
     "project-access": "project-access",
+    "project-settings": "project-settings",
+    "invite-expiry": "invite-expiry",
+    "events-older": "events",
     "journey-5-signup": "signup",
 }
 

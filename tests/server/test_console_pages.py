@@ -15,6 +15,7 @@ PAGES = [
     "/console/projects/default",
     "/console/projects/default/flags/table?q=x",
     "/console/projects/default/access",
+    "/console/projects/default/settings",
     "/console/archive",
     "/console/environments",
     "/console/playground",
@@ -24,6 +25,7 @@ PAGES = [
     "/console/roles",
     "/console/groups",
     "/console/events",
+    "/console/events?offset=1&limit=2",
     "/console/me",
 ]
 INLINE = re.compile(rb"<script(?![^>]*\bsrc=)|<style|\sstyle=|\son[a-z]+=", re.IGNORECASE)
@@ -121,3 +123,20 @@ def test_odd_input_in_console_urls_is_a_clear_answer_never_a_500(api: Api):
         assert answer.status in (200, 400, 404), (path, answer.status)
         if answer.status == 400:
             assert b'id="error-message"' in answer.body or b"invite-unusable" in answer.body, path
+
+
+def test_the_event_log_pages_and_refuses_bad_paging(api: Api):
+    for _ in range(3):
+        api.post("/api/admin/projects", {"id": unique("ev"), "name": "ev"})
+    admin = _session(api, 1)
+    total = api.get("/api/admin/search/events?limit=1").json()["total"]
+    second = _checked_page(admin, "/console/events?offset=2&limit=2").decode()
+    assert f"Events 3 to 4 of {total}" in second
+    assert 'href="/console/events?offset=0&amp;limit=2"' in second  # newer
+    assert 'href="/console/events?offset=4&amp;limit=2"' in second  # older
+    wanted = [e["id"] for e in api.get("/api/admin/search/events?offset=2&limit=2").json()["events"]]
+    assert re.findall(r'data-id="(\d+)"', second) == [str(i) for i in wanted]
+    for query, field in (("offset=x", "offset"), ("limit=0", "limit"), ("limit=1001", "limit")):
+        refused = admin.request("GET", f"/console/events?{query}")
+        assert refused.status == 400 and refused.headers["content-type"].startswith("text/html"), query
+        assert f"&#34;{field}&#34;".encode() in refused.body or f'"{field}"'.encode() in refused.body, query

@@ -111,6 +111,7 @@ def test_event_search_pages_through_the_whole_log(api: Api) -> None:
 def test_event_search_refuses_bad_paging(api: Api) -> None:
     for query, field in (
         ("limit=-1", "limit"),
+        ("limit=0", "limit"),
         ("limit=abc", "limit"),
         ("limit=1001", "limit"),
         ("offset=x", "offset"),

@@ -1,5 +1,6 @@
-"""Projects, a project's flags (a table with an on/off switch per environment, search by name and tag,
-create, archive), the archive (revive) and the environments (create, switch on and off).
+"""Projects (and a project's settings: rename, delete), a project's flags (a table with an on/off switch
+per environment, search by name and tag, create, archive), the archive (revive) and the environments
+(create, switch on and off).
 
 The table is also a fragment (`.../flags/table`) that htmx swaps in when the search changes or after a
 switch moved, so the page never reloads for either."""
@@ -73,6 +74,18 @@ async def project(request: Request, project_id: str) -> HTTPResponse:
 @signed_in
 async def flag_table(request: Request, project_id: str) -> HTTPResponse:
     return await html(request, "flag_table.html", **_table_context(request, project_id))
+
+
+@bp.get("/console/projects/<project_id>/settings")
+@signed_in
+async def project_settings(request: Request, project_id: str) -> HTTPResponse:
+    """Rename the project or change its description; delete it (refused by the API while it holds flags
+    that are not archived, and for the default project)."""
+    with request.app.ctx.db.transaction(read_only=True) as tx:
+        project = project_json(require_project(tx, project_id))
+        active = project_rows.feature_names(tx, project_id, archived=False)
+        archived = project_rows.feature_names(tx, project_id, archived=True)
+    return await html(request, "project_settings.html", project=project, active=active, archived=archived)
 
 
 @bp.get("/console/archive")

@@ -1,5 +1,5 @@
 """API tokens (create client and frontend tokens: the secret shown once, then never again in the console;
-revoke), segments (create with constraint rows, delete) and the event log."""
+revoke), segments (create with constraint rows, delete) and the event log (paged, older and newer)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from flagproxy.server.console.flag import OPERATORS
 from flagproxy.server.console.render import html, signed_in
 from flagproxy.server.errors import NoAccess
 from flagproxy.server.identity.permissions import READ_NEEDS
+from flagproxy.server.routes.events import paging
 from flagproxy.server.shapes import segment_json
 from flagproxy.server.storage import events as event_rows
 from flagproxy.server.storage import projects as project_rows
@@ -75,6 +76,14 @@ async def segments(request: Request) -> HTTPResponse:
 @bp.get("/console/events")
 @signed_in
 async def events(request: Request) -> HTTPResponse:
+    """One page of the event log, newest first, with links to the older and newer pages (`offset`, and
+    `limit` if one was given: the event search API's paging and its checks)."""
+    limit, offset = paging(request, EVENTS_SHOWN)
     with request.app.ctx.db.transaction(read_only=True) as tx:
-        shown, total = event_rows.page(tx, EVENTS_SHOWN, 0)
-    return await html(request, "events.html", events=shown, total=total)
+        shown, total = event_rows.page(tx, limit, offset)
+    sized = f"&limit={limit}" if "limit" in request.args else ""
+    older = f"?offset={offset + limit}{sized}" if offset + limit < total else None
+    newer = f"?offset={max(0, offset - limit)}{sized}" if offset > 0 else None
+    return await html(
+        request, "events.html", events=shown, total=total, first=offset + 1, older=older, newer=newer
+    )

@@ -16,13 +16,19 @@ search = Blueprint("event_search", url_prefix="/api/admin/search/events")
 MAX_LIMIT = 1000
 
 
-def _number(request: Request, name: str, default: int, highest: int) -> int:
+def _number(request: Request, name: str, default: int, lowest: int, highest: int) -> int:
     raw = request.args.get(name)
     if raw is None:
         return default
-    if not raw.isdigit() or int(raw) > highest:
-        raise ValidationFailed(name, f"must be a whole number from 0 to {highest}")
+    if not raw.isdigit() or not lowest <= int(raw) <= highest:
+        raise ValidationFailed(name, f"must be a whole number from {lowest} to {highest}")
     return int(raw)
+
+
+def paging(request: Request, default_limit: int) -> tuple[int, int]:
+    """(limit, offset) from the query: `limit` 1 to 1000 (default `default_limit`), `offset` from 0; 400
+    naming the parameter otherwise. The console's event log pages with the same rule."""
+    return _number(request, "limit", default_limit, 1, MAX_LIMIT), _number(request, "offset", 0, 0, 2**31)
 
 
 @bp.get("")
@@ -48,7 +54,6 @@ async def search_events(request: Request) -> HTTPResponse:
 
 
 def _page(request: Request, *, default_limit: int) -> tuple[list[dict[str, object]], int]:
-    limit = _number(request, "limit", default_limit, MAX_LIMIT)
-    offset = _number(request, "offset", 0, 2**31)
+    limit, offset = paging(request, default_limit)
     with transaction(request) as tx:
         return event_rows.page(tx, limit, offset)
