@@ -4,7 +4,8 @@ routes never wait on this except to validate a new token, which workers ask the 
 
 Start-up tokens are validated in the background until the upstream answers (the instance is not ready
 until then); each validated client token becomes a feed (flagproxy/edge/feeds.py) polled with the
-proxy's poller and upstream client, starting from its --backup-folder copy when there is one.
+sync package's poller and upstream client (flagproxy/sync/), starting from its --backup-folder copy when
+there is one.
 """
 
 from __future__ import annotations
