@@ -55,12 +55,16 @@ def test_a_project_whose_flags_are_archived_is_deleted_with_them(api: Api) -> No
     flag = unique("flag")
     api.create_feature(flag, project)
     assert api.delete(f"/api/admin/projects/{project}/features/{flag}").status == 202
+    own = api.create_segment(unique("own"), [], project=project)
+    everyone = api.create_segment(unique("shared"), [])
     answer = api.delete(f"/api/admin/projects/{project}")
     assert answer.status == 200 and answer.body == b""
     assert_error(api.get(f"/api/admin/projects/{project}"), 404, "NotFoundError")
     archived = [f["name"] for f in api.get("/api/admin/archive/features").json()["features"]]
     assert flag not in archived
     assert project not in [p["id"] for p in api.get("/api/admin/projects").json()["projects"]]
+    segments = {s["id"] for s in api.get("/api/admin/segments").json()["segments"]}
+    assert own["id"] not in segments and everyone["id"] in segments  # its own segments go with it
     # The name is free again, and the flag's name too.
     new = api.post("/api/admin/projects", {"id": project, "name": project})
     assert new.status == 201, new.body

@@ -2,7 +2,7 @@
 `GET /api/admin/projects/:projectId/features`.
 
 Deleting follows Unleash's ProjectService.deleteProject: the default project cannot be deleted, nor a
-project that still holds flags that are not archived; its archived flags are deleted with it."""
+project that still holds flags that are not archived; its archived flags and segments are deleted with it."""
 
 from __future__ import annotations
 
@@ -86,8 +86,9 @@ async def update_project(request: Request, project_id: str, body: UpdateProjectB
 @bp.delete("/<project_id>")
 @openapi.summary("Delete a project (200); refused (403) for the default project or one that holds flags")
 @openapi.description(
-    "Only a project whose flags are all archived (or that has none) can be deleted; its archived flags and "
-    "its access assignments are deleted with it. The `default` project cannot be deleted. 404: no project."
+    "Only a project whose flags are all archived (or that has none) can be deleted; its archived flags, its "
+    "segments and its access assignments are deleted with it. The `default` project cannot be deleted. "
+    "404: no project."
 )
 @openapi.tag("Projects")
 async def delete_project(request: Request, project_id: str) -> HTTPResponse:

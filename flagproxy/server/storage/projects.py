@@ -61,5 +61,8 @@ def feature_names(tx: Tx, project_id: str, *, archived: bool) -> list[str]:
 
 
 def delete_project(tx: Tx, project_id: str) -> None:
-    """The project row; its access assignments go with it (ON DELETE CASCADE)."""
+    """The project row and its segments (only its own flags could use them; Unleash's segments go with their
+    project too); its access assignments go with it (ON DELETE CASCADE). API tokens scoped to it are kept:
+    they serve nothing of it."""
+    tx.execute("DELETE FROM segments WHERE project = ?", (project_id,))
     tx.execute("DELETE FROM projects WHERE id = ?", (project_id,))
