@@ -281,7 +281,48 @@ class ConnectProxy:
             self.server = None
 
 
-class RunningProxy:
+class ProxyCalls:
+    """Requests to a proxy on `self.port`, the client key sent in the header its settings name."""
+
+    port: int
+    settings: ProxySettings
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        key: str | None = None,
+        headers: dict[str, str] | None = None,
+        body: Any = None,
+        json_body: Any = None,
+        source: str | None = None,
+    ) -> tuple[int, dict[str, str], bytes]:
+        all_headers = dict(headers or {})
+        if key is not None:
+            all_headers[self.settings.client_keys_header_name] = key
+        if json_body is not None:
+            body = json.dumps(json_body)
+            all_headers.setdefault("Content-Type", "application/json")
+        return fetch(self.port, method, path, all_headers, body, source=source)
+
+    def get(self, path: str, **kwargs: Any) -> tuple[int, dict[str, str], bytes]:
+        return self.request("GET", path, **kwargs)
+
+    def post(self, path: str, json_body: Any = None, **kwargs: Any) -> tuple[int, dict[str, str], bytes]:
+        return self.request("POST", path, json_body=json_body, **kwargs)
+
+    def toggles(self, path: str = "/proxy", **kwargs: Any) -> list[dict[str, Any]]:
+        status, _, body = self.get(path, key=KEY, **kwargs)
+        assert status == 200, body
+        return json.loads(body)["toggles"]
+
+
+class RunningProxy(ProxyCalls):
+    """A proxy app served inside the test process (for tests that hand it objects: a logger, a storage
+    provider, custom strategies, or read its store). tests/http/processes.py's ProxyUnderTest is the real
+    process, configured as an operator does."""
+
     def __init__(
         self, loop: LoopThread, settings: ProxySettings | None, upstream: StubUpstream | None, app: Any = None
     ) -> None:
@@ -319,36 +360,6 @@ class RunningProxy:
     @property
     def store(self) -> Any:
         return self.app.ctx.store
-
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        key: str | None = None,
-        headers: dict[str, str] | None = None,
-        body: Any = None,
-        json_body: Any = None,
-        source: str | None = None,
-    ) -> tuple[int, dict[str, str], bytes]:
-        all_headers = dict(headers or {})
-        if key is not None:
-            all_headers[self.settings.client_keys_header_name] = key
-        if json_body is not None:
-            body = json.dumps(json_body)
-            all_headers.setdefault("Content-Type", "application/json")
-        return fetch(self.port, method, path, all_headers, body, source=source)
-
-    def get(self, path: str, **kwargs: Any) -> tuple[int, dict[str, str], bytes]:
-        return self.request("GET", path, **kwargs)
-
-    def post(self, path: str, json_body: Any = None, **kwargs: Any) -> tuple[int, dict[str, str], bytes]:
-        return self.request("POST", path, json_body=json_body, **kwargs)
-
-    def toggles(self, path: str = "/proxy", **kwargs: Any) -> list[dict[str, Any]]:
-        status, _, body = self.get(path, key=KEY, **kwargs)
-        assert status == 200, body
-        return json.loads(body)["toggles"]
 
     def wait_ready(self, timeout: float = 5) -> None:
         deadline = time.monotonic() + timeout

@@ -1,4 +1,6 @@
-"""`flagproxy proxy` as a real process in its own process group, and what it holds: its workers' sockets."""
+"""`flagproxy proxy` as a real process in its own process group, and what it holds: its workers' sockets.
+`ProxyUnderTest` is one configured from keyword options the way an operator does, each through its
+environment variable."""
 
 from __future__ import annotations
 
@@ -11,8 +13,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
-from tests.http.loopback import fetch, free_port
+from flagproxy.proxy.settings import OPTIONS_BY_KEY, ProxySettings
+from tests.http.loopback import ProxyCalls, StubUpstream, fetch, free_port
 
 
 class Process:
@@ -67,6 +71,60 @@ class Process:
                 os.killpg(self.popen.pid, signal.SIGKILL)
             if self.popen.poll() is None:
                 self.popen.wait(5)
+
+
+def process_env(tmp: Path) -> dict[str, str]:
+    """A child's environment: the few variables it needs from ours, and TMPDIR, where the proxy's default
+    backup file goes, a folder of its own."""
+    keep = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "PYTHONPATH", "VIRTUAL_ENV")}
+    return {**keep, "TMPDIR": str(tmp)}
+
+
+def option_env(options: dict[str, Any]) -> dict[str, str]:
+    """The environment that sets each keyword option: its variable, a list comma-separated, a bool as
+    true/false. An option with no variable (a logger or storage object) cannot be given to a process."""
+    env = {}
+    for key, value in options.items():
+        if value is None:
+            continue  # left unset
+        names = OPTIONS_BY_KEY[key].env
+        assert names, f"{key} has no environment variable: use the in-process app_factory"
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, (list, tuple)):
+            text = ",".join(str(v) for v in value)
+        else:
+            text = str(value)
+        env[names[0]] = text
+    return env
+
+
+class ProxyUnderTest(Process, ProxyCalls):
+    """A real `flagproxy proxy` configured by its environment (`base_env` plus `options`), with the
+    request helpers of tests/http/loopback.py's in-process proxy."""
+
+    def __init__(
+        self, options: dict[str, Any], upstream: StubUpstream | None, base_env: dict[str, str]
+    ) -> None:
+        env = {**base_env, **option_env(options)}
+        self.settings = ProxySettings.load({}, env=env)  # what the process reads too: the key header's name
+        super().__init__([], env)
+        self.upstream = upstream
+
+    def wait_ready(self, timeout: float = 20, health: str | None = None) -> None:
+        super().wait_ready(timeout, health or f"{self.settings.proxy_base_path}/proxy/health")
+
+    def wait_listening(self, timeout: float = 20) -> None:
+        """Until it answers at all (503 before its first snapshot)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            assert self.popen.poll() is None, self.popen.communicate()
+            try:
+                fetch(self.port, "GET", f"{self.settings.proxy_base_path}/proxy/health", timeout=1)
+                return
+            except OSError:
+                assert time.monotonic() < deadline, "the proxy process never listened"
+                time.sleep(0.1)
 
 
 def sockets_by_process(port: int, group: int) -> dict[str, dict[int, int]]:

@@ -1,6 +1,7 @@
-"""The official Unleash client specification, asked over HTTP: one proxy per spec file, one POST /proxy
-with `toggles: [name]` and the case's context per case. Files whose state is a delta (`events`) are served
-as the upstream payload too; the engine accepts both forms."""
+"""The official Unleash client specification, asked over HTTP: one real `flagproxy proxy` process per spec
+file (all started at once, configured through their environment), one POST /proxy with `toggles: [name]`
+and the case's context per case. Files whose state is a delta (`events`) are served as the upstream payload
+too; the engine accepts both forms."""
 
 from __future__ import annotations
 
@@ -10,18 +11,15 @@ from typing import Any
 
 import pytest
 
-from flagproxy.proxy.settings import ProxySettings
-from flagproxy.sync.backup import FileStorageProvider
 from tests.conftest import SPEC_DIR
-from tests.http.loopback import KEY, RunningProxy, StubUpstream
+from tests.http.loopback import KEY, StubUpstream
+from tests.http.processes import ProxyUnderTest, process_env
 
 SPEC_DIR = SPEC_DIR
 
 
 def _cases() -> list[Any]:
-    if not (SPEC_DIR / "index.json").exists():
-        return []
-    cases = []
+    cases = []  # a missing specification fails the collection: never an empty, silently passing run
     for file_name in json.loads((SPEC_DIR / "index.json").read_text()):
         spec = json.loads((SPEC_DIR / file_name).read_text())
         stem = file_name.removesuffix(".json")
@@ -33,30 +31,31 @@ def _cases() -> list[Any]:
 
 
 class ProxiesBySpecFile:
+    """A proxy process and its stub upstream per spec file, all started on the first ask."""
+
     def __init__(self, loop_thread, tmp_dir: Path) -> None:
         self.loop_thread = loop_thread
         self.tmp_dir = tmp_dir
-        self.running: dict[str, tuple[StubUpstream, RunningProxy]] = {}
+        self.running: dict[str, tuple[StubUpstream, ProxyUnderTest]] = {}
 
-    def get(self, file_name: str) -> RunningProxy:
-        if file_name not in self.running:
-            state = json.loads((SPEC_DIR / file_name).read_text())["state"]
-            upstream = StubUpstream(self.loop_thread, state)
-            settings = ProxySettings.load(
-                {
+    def get(self, file_name: str) -> ProxyUnderTest:
+        if not self.running:
+            for name in json.loads((SPEC_DIR / "index.json").read_text()):
+                state = json.loads((SPEC_DIR / name).read_text())["state"]
+                upstream = StubUpstream(self.loop_thread, state)
+                options = {
                     "service_url": upstream.url,
                     "service_api_token": "t",
                     "client_keys": [KEY],
                     "metrics_interval": 0,
                     "refresh_interval": 60_000,
-                    "storage_provider": FileStorageProvider(str(self.tmp_dir)),
-                    "service_app_name": f"conformance-{file_name}",
-                },
-                env={},
-            )
-            proxy = RunningProxy(self.loop_thread, settings, upstream)
-            proxy.wait_ready()
-            self.running[file_name] = (upstream, proxy)
+                    "service_app_name": f"conformance-{name}",
+                }
+                folder = self.tmp_dir / name.removesuffix(".json")
+                folder.mkdir()
+                self.running[name] = (upstream, ProxyUnderTest(options, upstream, process_env(folder)))
+            for _, proxy in self.running.values():
+                proxy.wait_ready(timeout=60)
         return self.running[file_name][1]
 
     def stop(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,17 +11,45 @@ import pytest
 from tests.http.loopback import KEY
 
 
-@pytest.fixture
-def recorded(proxy_factory):
-    """A proxy whose enricher records every context it sees, and the list it records into."""
-    seen: list[dict[str, Any]] = []
+class Seen:
+    """The contexts the recording enricher wrote, one JSON line each, read back in order."""
 
-    def recorder(context: dict[str, Any]) -> dict[str, Any]:
-        seen.append(json.loads(json.dumps(context)))
-        return context
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return [json.loads(line) for line in self.path.read_text().splitlines()][index]
+
+
+def enricher_file(folder: Path, source: str) -> str:
+    path = folder / "enrichers.py"
+    path.write_text(source)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def recorder(tmp_path_factory):
+    """An enricher file (as an operator gives one) that writes every context it sees to a log file."""
+    folder = tmp_path_factory.mktemp("recorder")
+    log = folder / "contexts.jsonl"
+    source = (
+        "import json\n"
+        "def record(context):\n"
+        f"    with open({str(log)!r}, 'a') as out:\n"
+        "        out.write(json.dumps(context) + '\\n')\n"
+        "    return context\n"
+        "enrichers = [record]\n"
+    )
+    return enricher_file(folder, source), Seen(log)
+
+
+@pytest.fixture
+def recorded(shared_proxy, recorder):
+    """A proxy process with the recording enricher (one per configuration, shared), and its log."""
+    path, seen = recorder
 
     def start(**options: Any):
-        return proxy_factory(exp_custom_enrichers=[recorder], **options), seen
+        return shared_proxy(exp_custom_enrichers=path, **options), seen
 
     return start
 
@@ -91,15 +120,16 @@ def test_post_context_converts_scalars_and_ignores_outside_keys(recorded):
     }
 
 
-def test_enrichers_change_the_evaluation(proxy_factory):
-    def add_user(context):
-        return {**context, "userId": "u1"}
-
-    async def add_region(context):
-        context["properties"]["region"] = "eu"
-        return context
-
-    proxy = proxy_factory(exp_custom_enrichers=[add_user, add_region])
+def test_enrichers_change_the_evaluation(proxy_factory, tmp_path):
+    source = (
+        "def add_user(context):\n"
+        "    return {**context, 'userId': 'u1'}\n"
+        "async def add_region(context):\n"
+        "    context['properties']['region'] = 'eu'\n"
+        "    return context\n"
+        "enrichers = [add_user, add_region]\n"
+    )
+    proxy = proxy_factory(exp_custom_enrichers=enricher_file(tmp_path, source))
     toggles = {t["name"] for t in proxy.toggles()}
     assert {"user-with-id", "segment-eu", "c-in-region"} <= toggles
 
@@ -111,11 +141,9 @@ def test_enrichers_from_a_file(proxy_factory, tmp_path):
     assert "user-with-id" in {t["name"] for t in proxy.toggles()}
 
 
-def test_a_failing_enricher_is_a_logged_500_and_the_worker_survives(proxy_factory):
-    def broken(context):
-        raise RuntimeError("boom")
-
-    proxy = proxy_factory(exp_custom_enrichers=[broken])
+def test_a_failing_enricher_is_a_logged_500_and_the_worker_survives(proxy_factory, tmp_path):
+    source = "def broken(context):\n    raise RuntimeError('boom')\nenrichers = [broken]\n"
+    proxy = proxy_factory(exp_custom_enrichers=enricher_file(tmp_path, source))
     status, _, body = proxy.get("/proxy", key=KEY)
     assert status == 500
     assert "boom" in json.loads(body)["error"]

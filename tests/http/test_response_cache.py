@@ -2,7 +2,8 @@
 
 Each test pins one way an answer could go stale — a new snapshot, the clock, randomness, the caller's
 address, an enricher — and asks through HTTP what a client would see. `caches()` looks inside the app only
-to prove the cache was in play (a test of staleness passes trivially if nothing is ever cached).
+to prove the cache was in play (a test of staleness passes trivially if nothing is ever cached), so these
+tests serve the app inside the test process (app_factory): the cache has no outside view yet.
 """
 
 from __future__ import annotations
@@ -42,9 +43,9 @@ def wait_for(condition, timeout: float = 5.0) -> None:
         time.sleep(0.02)
 
 
-def test_a_repeated_request_is_answered_from_the_cache_with_the_same_bytes(upstream, proxy_factory):
+def test_a_repeated_request_is_answered_from_the_cache_with_the_same_bytes(upstream, app_factory):
     upstream.payload = payload(flag("on", [{"name": "default", "parameters": {}}]))
-    proxy = proxy_factory()
+    proxy = app_factory()
     first = proxy.post("/proxy", {"context": {"userId": "u1"}}, key=KEY)
     assert cached_entries(proxy) == 0  # a first sight is not kept: most contexts are never asked again
     second = proxy.post("/proxy", {"context": {"userId": "u1"}}, key=KEY)
@@ -57,9 +58,9 @@ def test_a_repeated_request_is_answered_from_the_cache_with_the_same_bytes(upstr
     assert proxy.post("/proxy", {"context": {"userId": "u1"}})[0] == 401
 
 
-def test_a_cached_get_answers_a_matching_if_none_match_with_304(upstream, proxy_factory):
+def test_a_cached_get_answers_a_matching_if_none_match_with_304(upstream, app_factory):
     upstream.payload = payload(flag("on", [{"name": "default", "parameters": {}}]))
-    proxy = proxy_factory()
+    proxy = app_factory()
     for _ in range(2):
         status, headers, _ = proxy.get("/proxy?userId=u1", key=KEY)
     assert status == 200 and cached_entries(proxy) == 1
@@ -68,22 +69,22 @@ def test_a_cached_get_answers_a_matching_if_none_match_with_304(upstream, proxy_
     assert "content-type" not in again and "vary" not in again
 
 
-def test_a_new_snapshot_replaces_every_cached_answer(upstream, proxy_factory):
+def test_a_new_snapshot_replaces_every_cached_answer(upstream, app_factory):
     upstream.payload = payload(flag("first", [{"name": "default", "parameters": {}}]))
-    proxy = proxy_factory(refresh_interval=50)
+    proxy = app_factory(refresh_interval=50)
     assert enabled(proxy) == {"first"} == enabled(proxy)
     assert cached_entries(proxy) == 1
     upstream.payload = payload(flag("second", [{"name": "default", "parameters": {}}]))
     wait_for(lambda: enabled(proxy) == {"second"})
 
 
-def test_an_answer_that_read_the_clock_is_not_served_after_its_date(upstream, proxy_factory):
+def test_an_answer_that_read_the_clock_is_not_served_after_its_date(upstream, app_factory):
     # Enabled only from a moment two seconds ahead; the request has no currentTime, so "now" decides.
     switch_on = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=2)
     constraint = {"contextName": "currentTime", "operator": "DATE_AFTER", "value": switch_on.isoformat()}
     strategy = {"name": "default", "parameters": {}, "constraints": [constraint]}
     upstream.payload = payload(flag("timed", [strategy]))
-    proxy = proxy_factory()
+    proxy = app_factory()
     assert enabled(proxy) == set()
     assert enabled(proxy) == set()
     assert cached_entries(proxy) == 1  # cached, up to the second before switch_on
@@ -91,11 +92,11 @@ def test_an_answer_that_read_the_clock_is_not_served_after_its_date(upstream, pr
     assert datetime.now(UTC) > switch_on
 
 
-def test_a_random_rollout_is_never_cached(upstream, proxy_factory):
+def test_a_random_rollout_is_never_cached(upstream, app_factory):
     parameters = {"rollout": "50", "stickiness": "random", "groupId": "g"}
     rollout = {"name": "flexibleRollout", "parameters": parameters}
     upstream.payload = payload(flag("coin", [rollout]))
-    proxy = proxy_factory()
+    proxy = app_factory()
     seen = set()
     for _ in range(60):
         seen.add("coin" in enabled(proxy))
@@ -103,20 +104,20 @@ def test_a_random_rollout_is_never_cached(upstream, proxy_factory):
     assert cached_entries(proxy) == 0
 
 
-def test_an_answer_that_reads_the_callers_address_is_cached_per_address(upstream, proxy_factory):
+def test_an_answer_that_reads_the_callers_address_is_cached_per_address(upstream, app_factory):
     only_2 = {"name": "remoteAddress", "parameters": {"IPs": "127.0.0.2"}}
     upstream.payload = payload(flag("from-2", [only_2]), flag("on", [{"name": "default", "parameters": {}}]))
-    proxy = proxy_factory()
+    proxy = app_factory()
     for _ in range(3):
         assert enabled(proxy, source="127.0.0.2") == {"from-2", "on"}
         assert enabled(proxy, source="127.0.0.3") == {"on"}
     assert cached_entries(proxy) == 2
 
 
-def test_an_address_behind_a_trusted_proxy_is_part_of_the_key(upstream, proxy_factory):
+def test_an_address_behind_a_trusted_proxy_is_part_of_the_key(upstream, app_factory):
     only_client = {"name": "remoteAddress", "parameters": {"IPs": "203.0.113.9"}}
     upstream.payload = payload(flag("client", [only_client]))
-    proxy = proxy_factory(trust_proxy=True)
+    proxy = app_factory(trust_proxy=True)
     body = {"context": {"userId": "u1"}}
 
     def as_seen_from(address: str) -> bool:
@@ -128,9 +129,9 @@ def test_an_address_behind_a_trusted_proxy_is_part_of_the_key(upstream, proxy_fa
     assert as_seen_from("203.0.113.9") is True
 
 
-def test_named_toggles_are_counted_for_usage_metrics_on_every_cached_answer(upstream, proxy_factory):
+def test_named_toggles_are_counted_for_usage_metrics_on_every_cached_answer(upstream, app_factory):
     upstream.payload = payload(flag("on", [{"name": "default", "parameters": {}}]))
-    proxy = proxy_factory(metrics_interval=100)
+    proxy = app_factory(metrics_interval=100)
 
     def ask(times: int) -> None:
         for _ in range(times):
@@ -147,7 +148,7 @@ def test_named_toggles_are_counted_for_usage_metrics_on_every_cached_answer(upst
     wait_for(lambda: counted() == [3, 2])
 
 
-def test_with_custom_enrichers_nothing_is_cached(upstream, proxy_factory):
+def test_with_custom_enrichers_nothing_is_cached(upstream, app_factory):
     turns = itertools.count()
 
     def alternate(context: dict[str, Any]) -> dict[str, Any]:  # not a function of the context alone
@@ -156,17 +157,17 @@ def test_with_custom_enrichers_nothing_is_cached(upstream, proxy_factory):
 
     turn = {"contextName": "turn", "operator": "IN", "values": ["1"]}
     upstream.payload = payload(flag("odd", [{"name": "default", "parameters": {}, "constraints": [turn]}]))
-    proxy = proxy_factory(exp_custom_enrichers=[alternate])
+    proxy = app_factory(exp_custom_enrichers=[alternate])
     answers = [enabled(proxy) for _ in range(4)]
     assert answers == [set(), {"odd"}, set(), {"odd"}]
     assert cached_entries(proxy) == 0
 
 
-def test_the_toggle_routes_share_one_cache_and_never_each_others_answers(upstream, proxy_factory):
+def test_the_toggle_routes_share_one_cache_and_never_each_others_answers(upstream, app_factory):
     upstream.payload = payload(
         flag("on", [{"name": "default", "parameters": {}}]), {**flag("off", []), "enabled": False}
     )
-    proxy = proxy_factory(enable_all_endpoint=True)
+    proxy = app_factory(enable_all_endpoint=True)
     for _ in range(2):  # the second round is answered from the cache
         enabled_only = proxy.get("/proxy?userId=u1", key=KEY)[2]
         every = proxy.get("/proxy/all?userId=u1", key=KEY)[2]
@@ -177,9 +178,9 @@ def test_the_toggle_routes_share_one_cache_and_never_each_others_answers(upstrea
     assert cached_entries(proxy) == 3
 
 
-def test_a_response_cache_of_0_mb_caches_nothing(upstream, proxy_factory):
+def test_a_response_cache_of_0_mb_caches_nothing(upstream, app_factory):
     upstream.payload = payload(flag("on", [{"name": "default", "parameters": {}}]))
-    proxy = proxy_factory(response_cache_mb=0)
+    proxy = app_factory(response_cache_mb=0)
     assert enabled(proxy) == {"on"}
     assert enabled(proxy) == {"on"}
     assert cached_entries(proxy) == 0

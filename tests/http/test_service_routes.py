@@ -6,6 +6,7 @@ import hmac
 import json
 import re
 import time
+from typing import Any
 
 import pytest
 
@@ -14,6 +15,7 @@ from flagproxy.proxy import create_app
 from flagproxy.sync.backup import FileStorageProvider
 from tests.etags import assert_node_body
 from tests.http.loopback import KEY, RunningProxy
+from tests.http.processes import ProxyUnderTest
 
 UNAUTHORIZED_NODE_ETAG = 'W/"c-dAuDFQrdjS3hezqxDTNgW7AOlYk"'  # Express's ETag of the Node proxy's 401
 NOT_READY = b"The Unleash Proxy has not connected to the Unleash API and is not ready to accept requests yet."
@@ -46,10 +48,10 @@ def test_missing_or_wrong_key_is_401(proxy_factory, key):
     assert_node_body(headers, body, UNAUTHORIZED_NODE_ETAG)
 
 
-def test_keys_are_compared_in_constant_time(proxy_factory, monkeypatch):
+def test_keys_are_compared_in_constant_time(app_factory, monkeypatch):
     # Timing cannot be asserted reliably; what makes it constant is checked instead: every configured key
     # is compared with hmac.compare_digest on every request, whichever key (if any) matches.
-    proxy = proxy_factory(
+    proxy = app_factory(
         client_keys=["key-one", "key-two", "key-three"], exp_server_side_sdk_config_tokens=["server-token"]
     )
     compared: list[bytes] = []
@@ -106,23 +108,32 @@ def test_client_features_needs_a_server_side_token(proxy_factory):
     assert proxy.get("/proxy", key="server-token")[0] == 401
 
 
-def test_a_downstream_proxy_evaluates_segments_from_client_features(proxy_factory, loop_thread, tmp_path):
-    # A tree of proxies: `leaf` syncs from `root`'s /proxy/client/features with a server-side token.
-    root = proxy_factory(exp_server_side_sdk_config_tokens=["server-token"])
-    leaf = RunningProxy(
-        loop_thread,
-        None,
-        None,
-        app=create_app(
-            serviceUrl=f"http://127.0.0.1:{root.port}/proxy",
-            serviceApiToken="server-token",
-            clientKeys=["leaf-key"],
-            refreshInterval=100,
-            metricsInterval=100,
-            storageProvider=FileStorageProvider(str(tmp_path / "leaf")),
-            env={},
-        ),
-    )
+def usage_upstream_got(upstream, flag: str) -> dict[str, Any]:
+    """yes, no and variants of `flag` added up over every metrics post the upstream received."""
+    total: dict[str, Any] = {"yes": 0, "no": 0, "variants": {}}
+    for request in upstream.received("/api/client/metrics"):
+        counts = request["body"]["bucket"]["toggles"].get(flag, {})
+        total["yes"] += counts.get("yes", 0)
+        total["no"] += counts.get("no", 0)
+        for name, count in counts.get("variants", {}).items():
+            total["variants"][name] = total["variants"].get(name, 0) + count
+    return total
+
+
+def test_a_downstream_proxy_evaluates_segments_from_client_features(
+    proxy_factory, upstream, base_env, tmp_path
+):
+    # A tree of proxy processes: `leaf` syncs from `root`'s /proxy/client/features with a server-side token.
+    root = proxy_factory(exp_server_side_sdk_config_tokens=["server-token"], metrics_interval=100)
+    (tmp_path / "leaf").mkdir()
+    leaf_options = {
+        "service_url": f"http://127.0.0.1:{root.port}/proxy",
+        "service_api_token": "server-token",
+        "client_keys": ["leaf-key"],
+        "refresh_interval": 100,
+        "metrics_interval": 100,
+    }
+    leaf = ProxyUnderTest(leaf_options, None, {**base_env, "TMPDIR": str(tmp_path / "leaf")})
     try:
         leaf.wait_ready()
         for query in (
@@ -137,12 +148,11 @@ def test_a_downstream_proxy_evaluates_segments_from_client_features(proxy_factor
         assert "segment-eu" in [t["name"] for t in json.loads(from_leaf[2])["toggles"]]
         named = {"toggles": ["segment-eu"], "context": {"properties": {"region": "us"}}}
         assert json.loads(leaf.post("/proxy", named, key="leaf-key")[2])["toggles"][0]["enabled"] is False
-        # The leaf registers and reports usage to the root, which adds it to its own metrics.
-        leaf.post("/proxy", named, key="leaf-key")
-        deadline = time.monotonic() + 5
-        while "segment-eu" not in root.app.ctx.collector.counts.as_toggles():
-            assert time.monotonic() < deadline, "the leaf's metrics never reached the root"
-            time.sleep(0.02)
+        # The leaf reports usage to the root, which adds it to what it sends its own upstream.
+        deadline = time.monotonic() + 10
+        while usage_upstream_got(upstream, "segment-eu")["no"] < 1:
+            assert time.monotonic() < deadline, "the leaf's usage never reached the root's upstream"
+            time.sleep(0.05)
     finally:
         leaf.stop()
 
@@ -172,18 +182,18 @@ def test_create_app_takes_spec_md_keywords(loop_thread, upstream, tmp_path):
 
 
 @pytest.mark.parametrize("path", ["/proxy/client/metrics", "/proxy/all/client/metrics"])
-def test_client_metrics_are_accepted_with_either_key(proxy_factory, path):
-    proxy = proxy_factory(exp_server_side_sdk_config_tokens=["server-token"])
+def test_client_metrics_are_accepted_with_either_key(proxy_factory, upstream, path):
+    proxy = proxy_factory(exp_server_side_sdk_config_tokens=["server-token"], metrics_interval=100)
     for key in (KEY, "server-token"):
         status, headers, body = proxy.post(path, METRICS, key=key)
         assert (status, body) == (200, b"OK")
         assert_node_body(headers, body, 'W/"2-nOO9QiTIwXgNtWtBJezz8kv3SLc"')
     assert proxy.post(path, METRICS)[0] == 401
-    assert proxy.app.ctx.collector.counts.as_toggles()["default-on"] == {
-        "yes": 4,
-        "no": 2,
-        "variants": {"disabled": 6},
-    }
+    wanted = {"yes": 4, "no": 2, "variants": {"disabled": 6}}  # both posts, passed on upstream
+    deadline = time.monotonic() + 10
+    while usage_upstream_got(upstream, "default-on") != wanted:
+        assert time.monotonic() < deadline, usage_upstream_got(upstream, "default-on")
+        time.sleep(0.05)
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from flagproxy.sync.backup import FileStorageProvider
 from tests.etags import assert_node_body
 from tests.http.loopback import KEY, SAMPLE, ConnectProxy, StubUpstream
 
@@ -139,9 +138,9 @@ def test_no_register_or_metrics_with_interval_zero(proxy_factory, upstream):
     assert upstream.received("/api/client/metrics") == []
 
 
-def test_upstream_failures_keep_the_last_snapshot_and_back_off(proxy_factory, upstream):
+def test_upstream_failures_keep_the_last_snapshot_and_back_off(app_factory, upstream):
     logger = RecordingLogger()
-    proxy = proxy_factory(refresh_interval=50, logger=logger)
+    proxy = app_factory(refresh_interval=50, logger=logger)
     before = proxy.get("/proxy?userId=u1&sessionId=s1", key=KEY)
     upstream.features_status = 500
     wait_until(lambda: proxy.app.ctx.sync.poller.failures >= 3)
@@ -156,9 +155,9 @@ def test_upstream_failures_keep_the_last_snapshot_and_back_off(proxy_factory, up
 
 
 @pytest.mark.parametrize("status", [429, 503, 404])
-def test_rate_limits_and_server_errors_back_off_and_keep_serving(proxy_factory, upstream, status):
+def test_rate_limits_and_server_errors_back_off_and_keep_serving(app_factory, upstream, status):
     logger = RecordingLogger()
-    proxy = proxy_factory(refresh_interval=50, logger=logger)
+    proxy = app_factory(refresh_interval=50, logger=logger)
     before = proxy.get("/proxy?userId=u1&sessionId=s1", key=KEY)[1]["etag"]
     upstream.features_status = status
     wait_until(lambda: proxy.app.ctx.sync.poller.failures >= 2)
@@ -169,10 +168,10 @@ def test_rate_limits_and_server_errors_back_off_and_keep_serving(proxy_factory, 
     wait_until(lambda: proxy.app.ctx.sync.poller.failures < 2)  # each success lowers the backoff
 
 
-def test_timeouts_back_off_too(proxy_factory, upstream):
+def test_timeouts_back_off_too(app_factory, upstream):
     # UPSTREAM_TIMEOUT at 100 ms from the start: closing the poller's session from the test's thread to
     # shorten it midway raced the poller's own request (an unraisable "unclosed" warning, now and then).
-    proxy = proxy_factory(refresh_interval=50, upstream_timeout=100)
+    proxy = app_factory(refresh_interval=50, upstream_timeout=100)
     upstream.delay = 0.5
     wait_until(lambda: proxy.app.ctx.sync.poller.failures >= 1)
     upstream.delay = 0
@@ -182,32 +181,31 @@ def test_timeouts_back_off_too(proxy_factory, upstream):
 def test_a_new_payload_replaces_the_flags(proxy_factory, upstream):
     proxy = proxy_factory(refresh_interval=50)
     upstream.payload = {"version": 2, "features": [{"name": "only-one", "enabled": True, "strategies": []}]}
-    wait_until(lambda: proxy.store.current.names == ("only-one",))
+    wait_until(lambda: [t["name"] for t in proxy.toggles("/proxy?userId=u1&sessionId=s1")] == ["only-one"])
     status, headers, body = proxy.get("/proxy?userId=u1&sessionId=s1", key=KEY)
     assert status == 200
     assert_node_body(headers, body, 'W/"8b-fMH/LX66Y9J/iXKJCISfAUdfbv4"')  # the Node proxy's answer
 
 
-def test_an_invalid_payload_is_ignored(proxy_factory, upstream):
+def test_an_invalid_payload_is_ignored(app_factory, upstream):
     logger = RecordingLogger()
-    proxy = proxy_factory(refresh_interval=50, logger=logger)
+    proxy = app_factory(refresh_interval=50, logger=logger)
     upstream.payload = {"version": 2, "nothing": []}
     wait_until(lambda: logger.said("error", "features"))
     assert len(proxy.store.current.names) == 29
 
 
 def test_a_restart_is_ready_from_the_backup_while_the_upstream_is_down(proxy_factory, upstream, tmp_path):
-    first = proxy_factory(storage_provider=FileStorageProvider(str(tmp_path)))
+    first = proxy_factory()  # its backup file goes in TMPDIR, the test's folder
     expected = first.get("/proxy?userId=u1&sessionId=s1", key=KEY)[1]["etag"]
     first.stop()
     assert (tmp_path / "flagproxy-backup-service-proxy.json").exists()
     upstream.features_status = 503
-    second = proxy_factory(storage_provider=FileStorageProvider(str(tmp_path)), wait=False)
-    assert second.store.ready  # before any poll has answered
+    second = proxy_factory()  # ready (health 200) though every poll is refused (503): from the backup
     assert second.get("/proxy?userId=u1&sessionId=s1", key=KEY)[1]["etag"] == expected
 
 
-def test_a_custom_storage_provider(proxy_factory, upstream):
+def test_a_custom_storage_provider(app_factory, upstream):
     class Memory:
         def __init__(self) -> None:
             self.saved: dict[str, Any] = {}
@@ -219,14 +217,14 @@ def test_a_custom_storage_provider(proxy_factory, upstream):
             self.saved[key] = payload
 
     storage = Memory()
-    proxy_factory(storage_provider=storage, service_app_name="app/x")
+    app_factory(storage_provider=storage, service_app_name="app/x")
     assert storage.saved["app/x"]["features"] == SAMPLE["features"]
 
 
-def test_bootstrap_makes_the_proxy_ready_before_the_upstream(proxy_factory, upstream):
+def test_bootstrap_makes_the_proxy_ready_before_the_upstream(app_factory, upstream):
     upstream.features_status = 503
     upstream.bootstrap_payload = SAMPLE
-    proxy = proxy_factory(
+    proxy = app_factory(
         exp_bootstrap_url=f"http://127.0.0.1:{upstream.port}/bootstrap/features.json",
         exp_bootstrap_authorization="boot-token",
     )
@@ -243,11 +241,8 @@ def test_bootstrap_makes_the_proxy_ready_before_the_upstream(proxy_factory, upst
 def test_http_proxy_setting_is_honoured(proxy_factory, loop_thread, upstream):
     forward = StubUpstream(loop_thread, json.loads(json.dumps(SAMPLE)))  # plays the HTTP proxy
     try:
-        proxy = proxy_factory(
-            service_url="http://flags.invalid:4242/api", http_proxy=forward.url.rsplit("/", 1)[0]
-        )
-        assert proxy.store.ready
-        assert forward.received("/api/client/features")
+        proxy_factory(service_url="http://flags.invalid:4242/api", http_proxy=forward.url.rsplit("/", 1)[0])
+        assert forward.received("/api/client/features")  # ready: its flags came through the HTTP proxy
     finally:
         forward.stop()
 
@@ -293,8 +288,8 @@ def test_http_proxy_carries_register_and_metrics_too(proxy_factory, loop_thread,
         forward.stop()
 
 
-def test_no_proxy_bypasses_the_http_proxy(proxy_factory, upstream):
-    settings_proxy = proxy_factory(http_proxy="http://127.0.0.1:9", wait=False)
+def test_no_proxy_bypasses_the_http_proxy(app_factory, upstream):
+    settings_proxy = app_factory(http_proxy="http://127.0.0.1:9", wait=False)
     assert settings_proxy.app.ctx.sync is not None
     client = settings_proxy.app.ctx.sync.client
     assert client.proxy_for("http://flags.example/api") == "http://127.0.0.1:9"
@@ -331,23 +326,23 @@ def _self_signed(tmp_path) -> ssl.SSLContext:
     return context
 
 
-def test_reject_unauthorized(proxy_factory, loop_thread, tmp_path):
+def test_reject_unauthorized(app_factory, loop_thread, tmp_path):
     secure = StubUpstream(loop_thread, json.loads(json.dumps(SAMPLE)), ssl_context=_self_signed(tmp_path))
     try:
         logger = RecordingLogger()
-        strict = proxy_factory(service_url=secure.url, wait=False, logger=logger, refresh_interval=50)
+        strict = app_factory(service_url=secure.url, wait=False, logger=logger, refresh_interval=50)
         wait_until(lambda: logger.said("warn", "certificate"))
         assert not strict.store.ready
-        relaxed = proxy_factory(service_url=secure.url, http_options_reject_unauthorized=False)
+        relaxed = app_factory(service_url=secure.url, http_options_reject_unauthorized=False)
         assert relaxed.store.ready
     finally:
         secure.stop()
 
 
-def test_a_custom_logger_object_gets_every_message_and_stdout_none(proxy_factory, upstream, capsys):
+def test_a_custom_logger_object_gets_every_message_and_stdout_none(app_factory, upstream, capsys):
     logger = RecordingLogger()
     # logLevel and useJsonLogger are for the default logger only: a custom one gets everything, as is.
-    proxy = proxy_factory(logger=logger, log_level="fatal", use_json_logger=True, refresh_interval=50)
+    proxy = app_factory(logger=logger, log_level="fatal", use_json_logger=True, refresh_interval=50)
     wait_until(lambda: logger.said("info", "ready to receive traffic"))
     upstream.features_status = 503
     wait_until(lambda: logger.said("warn", "answered 503"))
@@ -355,19 +350,19 @@ def test_a_custom_logger_object_gets_every_message_and_stdout_none(proxy_factory
     assert capsys.readouterr().out == ""
 
 
-def test_a_stdlib_logger_works_as_the_custom_logger(proxy_factory, upstream, caplog):
+def test_a_stdlib_logger_works_as_the_custom_logger(app_factory, upstream, caplog):
     import logging
 
     with caplog.at_level(logging.INFO, logger="my.proxy"):
-        proxy_factory(logger=logging.getLogger("my.proxy"), refresh_interval=50)
+        app_factory(logger=logging.getLogger("my.proxy"), refresh_interval=50)
         upstream.features_status = 500
         wait_until(lambda: any("answered 500" in r.getMessage() for r in caplog.records))
     levels = {r.levelname for r in caplog.records if r.name == "my.proxy"}
     assert {"INFO", "WARNING"} <= levels
 
 
-def test_the_default_logger_honours_log_level_and_json(proxy_factory, upstream, capsys):
-    proxy = proxy_factory(log_level="error", use_json_logger=True, refresh_interval=50)
+def test_the_default_logger_honours_log_level_and_json(app_factory, upstream, capsys):
+    proxy = app_factory(log_level="error", use_json_logger=True, refresh_interval=50)
     upstream.features_status = 500  # a warning: below the level
     wait_until(lambda: proxy.app.ctx.sync.poller.failures >= 2)
     upstream.features_status = 401  # an error: shown
@@ -383,14 +378,12 @@ def test_the_default_logger_honours_log_level_and_json(proxy_factory, upstream, 
     assert not any("answered 500" in r["message"] or "ready" in r["message"] for r in records)
 
 
-def test_a_worker_without_a_snapshot_installs_a_published_one_when_asked(
-    proxy_factory, upstream, loop_thread
-):
+def test_a_worker_without_a_snapshot_installs_a_published_one_when_asked(app_factory, upstream, loop_thread):
     # A worker watches the instance's publication every 0.1 s; until it has a snapshot it also looks when a
     # request comes, so it never answers 503 after another worker has said ready (the hour-long campaign
     # once saw that). Here the watch is stopped, so only the request can find the document.
     upstream.features_status = 503  # this process's own sync publishes nothing
-    proxy = proxy_factory(wait=False)
+    proxy = app_factory(wait=False)
     proxy_app = proxy.app.ctx.proxy
 
     async def stop_watching() -> None:
