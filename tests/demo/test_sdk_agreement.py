@@ -78,9 +78,9 @@ def _contexts(count: int = CONTEXTS, seed: int = 20261122) -> list[dict[str, Any
     return contexts
 
 
-def sdk_client(url: str, token: str, app_name: str, cache_directory: Path) -> UnleashClient:
+def sdk_client(url: str, token: str, app_name: str, cache_directory: Path, **options: Any) -> UnleashClient:
     """UnleashClient reading `url` (a server's /api or a proxy's /proxy) in `development`, started, with no
-    metrics or registration of its own."""
+    metrics or registration of its own; `options` are more of UnleashClient's (experimental_mode, ...)."""
     client = UnleashClient(
         url=url,
         app_name=app_name,
@@ -90,6 +90,7 @@ def sdk_client(url: str, token: str, app_name: str, cache_directory: Path) -> Un
         disable_registration=True,
         cache_directory=str(cache_directory),
         refresh_interval=60,
+        **options,
     )
     client.initialize_client()
     return client

@@ -90,7 +90,6 @@ class DeltaFeed:
         self.max_streams = max_streams
         self.subscribers: set[Subscriber] = set()
         self.position = 0
-        self.events_sent = 0
         self._wake = asyncio.Event()
         self._stopping = False
         self._tasks: list[asyncio.Task[None]] = []

@@ -129,7 +129,6 @@ async def _stream(request: Request, query: ClientQuery, subscriber: Subscriber, 
     # Subscribed before the first read: nothing committed after that read can be missed.
     since = event_id(request.headers.get("last-event-id"))
     body, position = catch_up(request, query, since)
-    feed = request.app.ctx.delta_feed
     response = await request.respond(headers=headers, content_type="text/event-stream")
     if body is None:
         await response.send(sse("unleash-connected", EMPTY))
@@ -153,6 +152,5 @@ async def _stream(request: Request, query: ClientQuery, subscriber: Subscriber, 
             wires, last = delta_events.scoped(batch.events, query, position)
             position = max(position, batch.upto)
             if wires:
-                feed.events_sent += len(wires)
                 await response.send(sse("unleash-updated", delta_events.document(wires), last))
     await response.eof()

@@ -5,24 +5,10 @@
 // synchronisation, and writes on stdout, per context, {flag: [isEnabled, {name, enabled, payload?}]}.
 // Any SDK error ends it with status 2 and the error on stderr: a test never reads a half answer.
 "use strict";
-const { Unleash, InMemStorageProvider } = require("unleash-client");
+const { withJob, newClient } = require("./job");
 
-let input = "";
-process.stdin.setEncoding("utf8");
-process.stdin.on("data", (chunk) => (input += chunk));
-process.stdin.on("end", () => run(JSON.parse(input)));
-
-function run(job) {
-  const client = new Unleash({
-    url: job.url,
-    appName: job.appName,
-    environment: job.environment,
-    customHeaders: { Authorization: job.token },
-    refreshInterval: 60000,
-    disableMetrics: true,
-    storageProvider: new InMemStorageProvider(),
-    skipInstanceCountWarning: true,
-  });
+withJob((job) => {
+  const client = newClient(job, { environment: job.environment, refreshInterval: 60000 });
   const fail = (error) => {
     process.stderr.write(`unleash-client: ${error && error.stack ? error.stack : error}\n`);
     process.exit(2);
@@ -43,4 +29,4 @@ function run(job) {
     client.destroy();
     process.stdout.write(JSON.stringify(answers), () => process.exit(0));
   });
-}
+});
