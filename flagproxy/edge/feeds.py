@@ -24,6 +24,7 @@ import orjson
 from flagproxy.edge.tokens import ALL_PROJECTS
 from flagproxy.instance.store import compile_image, return_free_memory
 from flagproxy.sync.backup import FileStorageProvider
+from flagproxy.sync.documents import flag_count
 from flagproxy.sync.publication import Publication
 
 Scope = tuple[str, tuple[str, ...]]  # (environment, sorted projects or ("*",))
@@ -75,6 +76,7 @@ class Feeds:
         self.logger = logger
         self.feeds: dict[Scope, Publication] = {}  # scopes something syncs (hydrated or not)
         self.hydrated: dict[Scope, asyncio.Event] = {}
+        self.flags: dict[Scope, int] = {}  # how many flags each feed's latest document holds
         self.backup = FileStorageProvider(backup_folder) if backup_folder else None
         self._write_index()  # none yet: workers see the leader has started
 
@@ -113,6 +115,7 @@ class Feeds:
             image = None
         return_free_memory()  # what the compile freed: the leader serves nothing from it
         self.feeds[feed].publish(payload, source, image)
+        self.flags[feed] = flag_count(payload)
         self.hydrated[feed].set()
         if save and self.backup is not None:
             self.backup.set(_backup_key(feed), {"scope": [feed[0], list(feed[1])], "features": payload})

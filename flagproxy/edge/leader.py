@@ -33,6 +33,8 @@ from flagproxy.edge.validation import UpstreamUnavailable
 from flagproxy.instance.channel import ChannelServer, ChannelUnavailable, ask
 from flagproxy.instance.leader import Instance
 
+READY_CHECK_SECONDS = 0.1  # how often the ready line's task looks whether the instance is ready
+
 
 class EdgeLeader:
     def __init__(self, settings: EdgeSettings, instance: Instance, logger: Any) -> None:
@@ -69,6 +71,21 @@ class EdgeLeader:
         if self.source is not None:
             self.source.load(self.feeds)
             self.tasks.append(asyncio.get_running_loop().create_task(self.source.run(self.feeds)))
+        self.tasks.append(asyncio.get_running_loop().create_task(self._announce_when_ready()))
+
+    async def _announce_when_ready(self) -> None:
+        """One line once the instance is ready (every start-up token validated and every feed hydrated;
+        offline: the file loaded), shown at the default log level: where it listens, from what, how many
+        flags. Said once per instance, here in the leader, whatever the number of workers."""
+        while not self.ready:
+            await asyncio.sleep(READY_CHECK_SECONDS)
+        s = self.settings
+        where = f"http://{s.interface}:{s.port}{s.base_path}"
+        source = f"the file {s.bootstrap_file}" if self.offline else f"upstream {s.upstream_url}"
+        self.logger.announce(
+            f"flagproxy edge is ready at {where}: {sum(self.feeds.flags.values())} flags in "
+            f"{len(self.feeds.flags)} environment and project set(s) from {source}"
+        )
 
     async def stop(self) -> None:
         """After every worker has stopped: their last usage is in the spool and goes in the last send;

@@ -24,6 +24,7 @@ from flagproxy.sync.poller import Poller
 from flagproxy.sync.upstream import UpstreamClient, UpstreamConfig
 from flagproxy.sync.usage import iso_now
 
+EDGE_URL_LABEL = "--upstream-url is the upstream's base URL without /api, e.g. http://unleash:4242"
 TOKENS_BACKUP = "edge-tokens"  # in --backup-folder: token hashes and scopes, never a secret
 START_RETRY_SECONDS = 1.0  # between two tries to validate start-up tokens while the upstream is away
 
@@ -58,6 +59,7 @@ class Feed:
             on_not_modified=self._not_modified,
             logger=logger,
             token_label=f"the --tokens token {masked(token.secret)}",
+            url_label=EDGE_URL_LABEL,
         )
         self.task: asyncio.Task[None] | None = None
         self.last_refresh: str | None = None

@@ -4,6 +4,10 @@
 `{"level":"info","message":"…","args":[]}`. A custom logger is any object with those five methods; a
 stdlib `logging.Logger` works too (warn → warning, fatal → critical). `as_logger` wraps either so the rest
 of the code can also call `.warning()` (the engine's compile_snapshot takes a stdlib-style logger).
+
+`announce` is the one line a command prints when it is ready (where it listens, its upstream, how many
+flags): an info line that the default level (warn) shows too, as Unleash Edge shows its start at its
+default level; only `error` or `fatal` silence it. A custom logger gets it as `info`.
 """
 
 from __future__ import annotations
@@ -25,8 +29,8 @@ class SimpleLogger:
         self.json = json
         self.stream = stream
 
-    def _write(self, level: str, message: str, args: tuple[Any, ...]) -> None:
-        if _RANK[level] < self.threshold:
+    def _write(self, level: str, message: str, args: tuple[Any, ...], *, shown: bool = False) -> None:
+        if _RANK[level] < self.threshold and not shown:
             return
         if self.json:
             line = orjson.dumps(
@@ -52,6 +56,9 @@ class SimpleLogger:
 
     def fatal(self, message: str, *args: Any) -> None:
         self._write("fatal", message, args)
+
+    def announce(self, message: str) -> None:
+        self._write("info", message, (), shown=self.threshold <= _RANK["warn"])
 
 
 class LoggerAdapter:
@@ -98,6 +105,13 @@ class LoggerAdapter:
 
     def exception(self, message: str, *args: Any) -> None:
         self._call("error", "error", message, args)
+
+    def announce(self, message: str) -> None:
+        """The ready line (see the module's docstring)."""
+        if isinstance(self.target, SimpleLogger):
+            self.target.announce(message)
+        else:
+            self.info(message)
 
 
 def make_logger(custom: Any, level: str, use_json: bool) -> LoggerAdapter:

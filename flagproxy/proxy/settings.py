@@ -133,7 +133,7 @@ OPTIONS: tuple[Option, ...] = (
          "request header that carries the client key"),
     _opt("storage_provider", "storageProvider", [], [], None, "object",
          "object with get(key)/set(key, payload) keeping the last good payload (keyword only)",
-         default_label="a file: $TMPDIR/flagproxy-backup-<serviceAppName>.json"),
+         default_label="a file: $TMPDIR/flagproxy-backup-<serviceAppName>-<owner>.json"),
     _opt("enable_oas", "enableOAS", ["ENABLE_OAS"], [], False, "bool",
          "serve /docs/openapi.json and the /docs/openapi page"),
     _opt("enable_all_endpoint", "enableAllEndpoint", ["ENABLE_ALL_ENDPOINT"], [], False, "bool",

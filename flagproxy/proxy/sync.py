@@ -21,7 +21,7 @@ def build_sync(settings: ProxySettings, instance: Instance, logger: Any, log_war
     sync never loads the HTTP client."""
     from flagproxy.instance.store import compile_image, return_free_memory
     from flagproxy.proxy.series import SyncSeries
-    from flagproxy.sync.backup import FileStorageProvider
+    from flagproxy.sync.backup import UpstreamBackup
     from flagproxy.sync.service import SyncService
     from flagproxy.sync.upstream import UpstreamConfig
     from flagproxy.sync.usage import UsageCollector
@@ -75,12 +75,18 @@ def build_sync(settings: ProxySettings, instance: Instance, logger: Any, log_war
         collector=UsageCollector(),
         gather_usage=instance.spool.collect,
         logger=logger,
-        storage=s.storage_provider if s.storage_provider is not None else FileStorageProvider(),
+        storage=s.storage_provider
+        if s.storage_provider is not None
+        else UpstreamBackup(s.service_url, s.service_api_token),
         bootstrap_url=s.exp_bootstrap_url,
         bootstrap_authorization=s.exp_bootstrap_authorization,
         metrics_jitter=s.metrics_jitter,
         custom_strategy_names=[st.name for st in s.custom_strategies],
         observer=SyncSeries(instance.series_directory) if observed else None,
+        ready_line=lambda flags, source: (
+            f"flagproxy proxy is ready to receive traffic at http://{s.host}:{s.port}{s.proxy_base_path}"
+            f"/proxy: {flags} flags from the {source} (upstream {s.service_url})"
+        ),
     )
 
 

@@ -1,12 +1,17 @@
-"""The last good payload, kept so a restarted proxy is ready while its upstream is down (DESIGN D4).
+"""The last good payload, kept so a restarted proxy is ready while its upstream is down: serving the flags
+it last knew beats answering 503.
 
 A storage provider is any object with `get(key)` and `set(key, payload)`, plain or async, as the Node
-SDK's `storageProvider` option. The default writes `$TMPDIR/flagproxy-backup-<appName>.json` atomically
-(temporary file, then rename), so a crash never leaves half a file.
+SDK's `storageProvider` option. `FileStorageProvider` writes `<directory>/flagproxy-backup-<key>.json`
+atomically (temporary file, then rename), so a crash never leaves half a file. The proxy's default,
+`UpstreamBackup`, is such a file that belongs to one upstream and one token: its name carries a digest of
+both, and it records the upstream, so a proxy never serves the flags another proxy (another upstream,
+another environment) left in the same temporary folder.
 """
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import os
 import re
@@ -14,6 +19,8 @@ import tempfile
 from typing import Any
 
 import orjson
+
+from flagproxy.tokens import masked
 
 
 class FileStorageProvider:
@@ -43,6 +50,41 @@ class FileStorageProvider:
             if os.path.exists(temporary):
                 os.unlink(temporary)
             raise
+
+
+class UpstreamBackup(FileStorageProvider):
+    """`$TMPDIR/flagproxy-backup-<appName>-<owner>.json`: `owner` is a digest of the upstream URL and the
+    token (its scope `<project>:<environment>` when it states one, else the whole token, hashed: never the
+    secret itself). The file holds `{"upstream", "token" (masked), "owner", "features"}`; a file whose
+    upstream or owner is not this proxy's is never read (`rejected` says why, for the log)."""
+
+    def __init__(self, upstream_url: str, token: str, directory: str | None = None) -> None:
+        super().__init__(directory)
+        self.upstream_url = upstream_url
+        self.token = masked(token)
+        scope = self.token if self.token != "****" else hashlib.sha256(token.encode()).hexdigest()
+        self.owner = hashlib.sha256(f"{upstream_url}\n{scope}".encode()).hexdigest()[:16]
+        self.rejected: str | None = None
+
+    def path(self, key: str) -> str:
+        return super().path(f"{key}-{self.owner}")
+
+    def get(self, key: str) -> Any:
+        record = super().get(key)
+        if record is None:
+            return None
+        if not isinstance(record, dict) or (record.get("upstream"), record.get("owner")) != (
+            self.upstream_url,
+            self.owner,
+        ):
+            upstream = record.get("upstream") if isinstance(record, dict) else None
+            self.rejected = f"{self.path(key)} was written for {upstream or 'another upstream'}; not read"
+            return None
+        return record.get("features")
+
+    def set(self, key: str, payload: Any) -> None:
+        owned = {"upstream": self.upstream_url, "token": self.token, "owner": self.owner}
+        super().set(key, {**owned, "features": payload})
 
 
 async def call(method: Any, *args: Any) -> Any:

@@ -210,3 +210,11 @@ def check_document(document: Any) -> None:
         )
     # A document with both is read as a full one (flagproxy/snapshot.py).
     (_full if isinstance(document.get("features"), list) else _delta)(document, "$")
+
+
+def flag_count(payload: dict[str, Any]) -> int:
+    """How many flags a features document holds (a delta document: those of its hydration events)."""
+    if isinstance(payload.get("features"), list):
+        return len(payload["features"])
+    events = payload.get("events") if isinstance(payload.get("events"), list) else []
+    return sum(len(e.get("features") or []) for e in events if isinstance(e, dict))

@@ -17,7 +17,14 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from flagproxy.sync.upstream import NOT_MODIFIED, Failed, FetchResult, Updated
+from flagproxy.sync.upstream import (
+    NOT_MODIFIED,
+    PROXY_URL_LABEL,
+    Failed,
+    FetchResult,
+    Updated,
+    wrong_path_hint,
+)
 
 MAX_FAILURES = 10
 
@@ -39,9 +46,11 @@ class Poller:
         logger: Any,
         on_result: Callable[[FetchResult, bool], None] | None = None,
         token_label: str = "the API token (SERVICE_API_TOKEN)",
+        url_label: str = PROXY_URL_LABEL,
     ) -> None:
         self.source = source
         self.token_label = token_label  # how a refusal names the token (the edge polls with several)
+        self.url_label = url_label  # which setting gives the address, and its form (a 404's hint)
         self.interval_ms = interval_ms
         self.on_update = on_update
         self.on_not_modified = on_not_modified
@@ -106,9 +115,10 @@ class Poller:
                 + once
             )
         elif failure.kind == "retry":
+            hint = f" {wrong_path_hint(url, self.url_label)}" if failure.status == 404 else ""
             self.logger.warn(
                 f"Upstream {url} {failure.reason}; keeping the last good flags, next poll in "
-                f"{self.next_delay_ms()} ms {once}"
+                f"{self.next_delay_ms()} ms {once}.{hint}"
             )
         else:
             self.logger.error(f"Upstream {url} {failure.reason}; keeping the last good flags {once}")

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from flagproxy.sync.backup import call
-from flagproxy.sync.documents import DocumentError
+from flagproxy.sync.documents import DocumentError, flag_count
 from flagproxy.sync.poller import Poller
 from flagproxy.sync.upstream import CLIENT_SPEC_VERSION, SDK_NAME, UpstreamClient, UpstreamConfig
 from flagproxy.sync.usage_sender import UsageCollector, UsageSender
@@ -55,8 +55,15 @@ class SyncService:
         gather_usage: Callable[[UsageCollector], Any] | None = None,
         observer: Any = None,
         on_stop: Callable[[], None] | None = None,
+        ready_line: Callable[[int, str], str] | None = None,
     ) -> None:
         self.config = config
+        # (flags, source) -> the one line said when the first flags are installed
+        self.ready_line = ready_line or (
+            lambda flags, source: (
+                f"{flags} flags loaded from the {source}. Proxy is now ready to receive traffic."
+            )
+        )
         self.install = install
         self.is_ready = is_ready
         self.logger = logger
@@ -109,7 +116,8 @@ class SyncService:
                 self.observer.refused(exc.reason, source, str(exc))
             return False
         if not was_ready:
-            self.logger.info(f"Flags loaded from the {source}. Proxy is now ready to receive traffic.")
+            announce = getattr(self.logger, "announce", self.logger.info)
+            announce(self.ready_line(flag_count(payload), source))
         return True
 
     async def _upstream_payload(self, payload: dict[str, Any]) -> bool:
@@ -133,6 +141,9 @@ class SyncService:
         except Exception as exc:
             self.logger.warn(f"Could not read the features backup: {exc!r}")
             return
+        rejected = getattr(self.storage, "rejected", None)
+        if rejected:
+            self.logger.warn(f"Features backup {rejected}")
         if isinstance(payload, dict) and payload.get("features"):
             await self._install(payload, "backup")
 

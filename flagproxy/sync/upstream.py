@@ -98,6 +98,23 @@ def retry_after_seconds(value: str | None) -> float | None:
 FetchResult = Updated | _NotModified | Failed
 
 
+PROXY_URL_LABEL = "SERVICE_URL is the upstream's API address, e.g. http://unleash:4242/api"
+
+
+def wrong_path_hint(features_url: str, url_label: str) -> str:
+    """What a 404 at the features path most likely means, for the log line that reports it: the address
+    lacks or doubles `/api` (the first mistake with Unleash's URLs), or it is not an Unleash API at all.
+    `url_label` says which setting gives the address and what it should look like."""
+    path = urlsplit(features_url).path
+    if "/api/api/" in path:
+        guess = "The URL probably doubles /api"
+    elif not path.endswith("/api/client/features"):
+        guess = "The URL probably lacks /api"
+    else:
+        guess = "Nothing answers there as Unleash does"
+    return f"{guess}: {url_label}."
+
+
 def base_url(url: str) -> str:
     """The Node SDK's normalisation: drop a trailing `/features`, end with one `/`."""
     url = url.rstrip("/")

@@ -10,7 +10,7 @@ import pytest
 
 from flagproxy.edge.settings import EDGE, OFFLINE, OPTIONS
 from tests.edge.conftest import DEV_CLIENT, DEV_FRONTEND
-from tests.edge.harness import edge
+from tests.edge.harness import EdgeProcess, edge
 from tests.http.loopback import free_port
 from tests.server.harness import ServerProcess, base_env
 
@@ -123,6 +123,35 @@ def test_probe_of_nothing_fails() -> None:
     answer = run("health", "--edge-url", f"http://127.0.0.1:{free_port()}")
     assert answer.returncode == 1 and "cannot be reached" in answer.stderr
     assert run("ready", "--edge-url", "nope").returncode == 2
+
+
+def test_one_line_says_the_edge_is_ready_at_the_default_log_level(
+    upstream_server: ServerProcess, tmp_path: Path
+) -> None:
+    # It printed nothing on a successful start: now one line, where it listens, from what, how many flags.
+    process = edge(upstream_server.url, [DEV_CLIENT])
+    try:
+        process.wait_ready()
+        seen = process.read_until("is ready at")
+    finally:
+        stdout, _ = process.stop()
+    lines = [line for line in (seen + stdout).splitlines() if line.startswith("INFO")]
+    assert lines == [
+        f"INFO: flagproxy edge is ready at http://127.0.0.1:{process.port}: 3 flags in 1 environment and "
+        f"project set(s) from upstream {upstream_server.url}"
+    ], seen + stdout
+    bootstrap = tmp_path / "features.json"
+    bootstrap.write_text('{"version": 2, "features": [{"name": "a", "enabled": true, "strategies": []}]}')
+    process = EdgeProcess(["offline", "--bootstrap-file", str(bootstrap), "--tokens", DEV_CLIENT])
+    try:
+        process.wait_ready()
+        seen = process.read_until("is ready at")
+    finally:
+        stdout, _ = process.stop()
+    assert (
+        f"INFO: flagproxy edge is ready at http://127.0.0.1:{process.port}: 1 flags in 1 environment "
+        f"and project set(s) from the file {bootstrap}" in seen + stdout
+    )
 
 
 def test_probe_help_says_what_each_probe_asks() -> None:

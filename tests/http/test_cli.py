@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import http.client
 import json
 import os
@@ -11,10 +12,12 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from flagproxy.proxy.settings import OPTIONS
+from flagproxy.sync.backup import UpstreamBackup
 from tests.etags import assert_node_body
 from tests.http.loopback import KEY, fetch, free_port
 from tests.http.processes import sockets_by_process, wait_until_listening
@@ -186,23 +189,34 @@ def test_the_readme_command_serves_correct_toggles(launch, upstream):
     assert upstream.wait_for("/api/client/register")[0]["body"]["interval"] == 30000  # SPEC.md's default
     stdout, stderr = process.stop()
     assert process.popen.returncode == 0, stderr
-    assert "INFO" not in stdout  # the default log level is warn
+    # The default log level is warn, and still one line says the proxy is ready, where and with what.
+    port_text = f"http://0.0.0.0:{port}/proxy"
+    assert [line for line in stdout.splitlines() if line.startswith("INFO")] == [
+        f"INFO: flagproxy proxy is ready to receive traffic at {port_text}: 29 flags from the upstream "
+        f"(upstream {upstream.url})"
+    ], stdout
 
 
-def test_a_restart_is_ready_from_the_default_backup_file_while_the_upstream_is_down(
-    launch, upstream, base_env
-):
+def _backed_up(launch, upstream, token: str):
+    """A proxy that read `upstream` once and stopped, leaving its default backup; its environment."""
     env = {
         "SERVICE_URL": upstream.url,
-        "SERVICE_API_TOKEN": "stub-server-token",
+        "SERVICE_API_TOKEN": token,
         "SERVICE_PROXY_CLIENT_KEYS": KEY,
         "SERVICE_METRICS_INTERVAL": "0",
     }
     first = launch(env)
     first.wait_ready()
+    return env, first
+
+
+def test_a_restart_is_ready_from_the_default_backup_file_while_the_upstream_is_down(
+    launch, upstream, base_env
+):
+    env, first = _backed_up(launch, upstream, "stub-server-token")
     expected = fetch(first.port, "GET", "/proxy?userId=u1&sessionId=s1", {"Authorization": KEY})[1]["etag"]
     first.stop()
-    assert os.path.exists(os.path.join(base_env["TMPDIR"], "flagproxy-backup-service-proxy.json"))
+    assert len(glob.glob(os.path.join(base_env["TMPDIR"], "flagproxy-backup-service-proxy-*.json"))) == 1
     upstream.features_status = 503
     polls_before = len(upstream.received("/api/client/features"))
     second = launch(env)
@@ -210,6 +224,35 @@ def test_a_restart_is_ready_from_the_default_backup_file_while_the_upstream_is_d
     upstream.wait_for("/api/client/features", polls_before + 1)  # it asked, and the upstream said 503
     status, headers, _ = fetch(second.port, "GET", "/proxy?userId=u1&sessionId=s1", {"Authorization": KEY})
     assert (status, headers["etag"]) == (200, expected)
+
+
+def test_a_backup_of_another_upstream_is_never_served_and_a_404_says_why(launch, upstream, base_env):
+    env, first = _backed_up(launch, upstream, "default:development.stub-secret")
+    first.stop()
+    [backup] = glob.glob(os.path.join(base_env["TMPDIR"], "flagproxy-backup-service-proxy-*.json"))
+    text = Path(backup).read_text()
+    record = json.loads(text)
+    assert (record["upstream"], record["token"]) == (upstream.url, "default:development.****")
+    assert "stub-secret" not in text  # the token's secret is never written
+    # Another proxy with the same app name in the same folder, its SERVICE_URL without /api: the upstream
+    # answers 404 and the proxy says what is probably wrong, serves nothing, and never the first one's flags.
+    lacking = launch({**env, "SERVICE_URL": upstream.url.removesuffix("/api")})
+    seen = lacking.read_until("http://unleash:4242/api.")
+    assert "client/features answered 404; keeping the last good flags" in seen, seen
+    assert "The URL probably lacks /api: SERVICE_URL is the upstream's API address, e.g. " in seen, seen
+    assert fetch(lacking.port, "GET", "/proxy", {"Authorization": KEY})[0] == 503
+    lacking.stop()
+    doubled = launch({**env, "SERVICE_URL": upstream.url + "/api"})
+    seen = doubled.read_until("http://unleash:4242/api.")
+    assert "The URL probably doubles /api" in seen, seen
+    doubled.stop()
+    # The first proxy's file copied where a proxy of another upstream looks: recognised and not read.
+    other_url = f"http://127.0.0.1:{free_port()}/api"  # nothing answers there
+    other = UpstreamBackup(other_url, env["SERVICE_API_TOKEN"], base_env["TMPDIR"]).path("service-proxy")
+    shutil.copy(backup, other)
+    stray = launch({**env, "SERVICE_URL": other_url})
+    seen = stray.read_until(f"was written for {upstream.url}; not read")
+    assert fetch(stray.port, "GET", "/proxy", {"Authorization": KEY})[0] == 503, seen
 
 
 def test_quick_start_serves_toggles(launch, upstream):
