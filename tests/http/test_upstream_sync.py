@@ -198,7 +198,8 @@ def test_a_restart_is_ready_from_the_backup_while_the_upstream_is_down(proxy_fac
     first = proxy_factory()  # its backup file goes in TMPDIR, the test's folder
     expected = first.get("/proxy?userId=u1&sessionId=s1", key=KEY)[1]["etag"]
     first.stop()
-    assert (tmp_path / "flagproxy-backup-service-proxy.json").exists()
+    # One file, of this upstream and token (flagproxy/sync/backup.py UpstreamBackup)
+    assert len(list(tmp_path.glob("flagproxy-backup-service-proxy-*.json"))) == 1
     upstream.features_status = 503
     second = proxy_factory()  # ready (health 200) though every poll is refused (503): from the backup
     assert second.get("/proxy?userId=u1&sessionId=s1", key=KEY)[1]["etag"] == expected
