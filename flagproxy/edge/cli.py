@@ -130,56 +130,31 @@ def _worker_app(mode: str, options: dict[str, Any], directory: str, parent_pid: 
 
 
 def _serve(settings: EdgeSettings, options: dict[str, Any]) -> int:
-    from sanic.worker.loader import AppLoader
-
     from flagproxy.edge.leader import EdgeLeader
     from flagproxy.http.logger import make_logger
-    from flagproxy.http.serving import StoppingHttpProtocol, defer_stop_signals
-    from flagproxy.http.serving import serve as run_workers
-    from flagproxy.instance.leader import (
-        Instance,
-        InstanceFolderError,
-        LeaderThread,
-        named_instance_directory,
-    )
+    from flagproxy.instance.leader import named_instance_directory
+    from flagproxy.instance.run import serve_instance
 
     logger = make_logger(None, settings.log_level, False)
     workers = settings.workers
-    # One folder per app name and port: usage a killed instance could not send goes with the next one's.
-    directory = named_instance_directory(f"edge-{settings.app_name}", settings.port)
-    try:
-        instance = Instance.create(directory)  # checked before any process starts: one line if not ours
-    except InstanceFolderError as error:
-        print(f"{PROG}: {error}", file=sys.stderr)
-        return 2
-    if workers > 1:
-        defer_stop_signals()  # a stop signal from here on ends the start-up cleanly
-    parent = os.getpid() if workers > 1 else None
-    loader = AppLoader(factory=partial(_worker_app, settings.mode, options, directory, parent))
-    app = loader.load()
-    if workers > 1:
-        # The instance's one leader (upstream sync, validations, usage), in this, the main process.
-        LeaderThread(partial(EdgeLeader, settings, instance, logger), logger).attach(app)
-    logger.info(
-        f"flagproxy edge ({settings.mode}) is listening on {settings.interface}:{settings.port}"
-        + ("" if settings.mode == OFFLINE else f", upstream {settings.upstream_url}, "
-           + ("dynamic" if settings.dynamic else "strict") + " tokens")
-        + (f", {workers} workers" if workers > 1 else "")
-    )  # fmt: skip
-    app.prepare(
+    return serve_instance(
+        PROG,
+        # One folder per app name and port: usage a killed instance could not send goes with the next one's.
+        named_instance_directory(f"edge-{settings.app_name}", settings.port),
+        workers,
+        partial(_worker_app, settings.mode, options),
+        lambda instance: EdgeLeader(settings, instance, logger),
         host=settings.interface,
         port=settings.port,
-        workers=workers,
         access_log=settings.log_level == "debug",
-        motd=False,
-        protocol=StoppingHttpProtocol,
-        single_process=workers == 1,
-    )
-    try:
-        run_workers(app, loader, workers)
-    finally:
-        instance.remove()
-    return 0
+        logger=logger,
+        listening=(
+            f"flagproxy edge ({settings.mode}) is listening on {settings.interface}:{settings.port}"
+            + ("" if settings.mode == OFFLINE else f", upstream {settings.upstream_url}, "
+               + ("dynamic" if settings.dynamic else "strict") + " tokens")
+            + (f", {workers} workers" if workers > 1 else "")
+        ),
+    )  # fmt: skip
 
 
 PROBE_DESCRIPTIONS = {

@@ -71,7 +71,11 @@ class Instance:
 
     def _remove_all_but_usage(self) -> None:
         shutil.rmtree(self.series_directory, ignore_errors=True)
-        for name in os.listdir(self.directory):
+        try:
+            names = os.listdir(self.directory)
+        except FileNotFoundError:  # removed already: the one process of `--workers 1` removes it at its stop
+            return
+        for name in names:
             if not name.endswith(USAGE_SUFFIX):
                 with contextlib.suppress(OSError):
                     os.unlink(os.path.join(self.directory, name))

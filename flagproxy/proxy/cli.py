@@ -90,49 +90,22 @@ def _worker_app(options: dict[str, Any], instance_directory: str, parent_pid: in
 
 
 def serve(settings: ProxySettings, options: dict[str, Any], workers: int) -> int:
-    from sanic.worker.loader import AppLoader
-
     from flagproxy.http.logger import make_logger
-    from flagproxy.http.serving import StoppingHttpProtocol, defer_stop_signals
-    from flagproxy.http.serving import serve as run_workers
-    from flagproxy.instance.leader import Instance, InstanceFolderError, LeaderThread
+    from flagproxy.instance.run import serve_instance
     from flagproxy.proxy.sync import ProxyLeader, instance_directory
 
     logger = make_logger(settings.logger, settings.log_level, settings.use_json_logger)
     for warning in settings.warnings:
         logger.warn(warning)
-    directory = instance_directory(settings)
-    try:
-        Instance.create(directory)  # checked before any process starts: one clear line if it is not ours
-    except InstanceFolderError as error:
-        print(f"flagproxy proxy: {error}", file=sys.stderr)
-        return 2
-    instance = None
-    if workers == 1:
-        loader = AppLoader(factory=partial(_worker_app, options, directory, None))
-    else:
-        # One sync for the instance, in this (the main) process; the workers follow it. A stop signal from
-        # here on ends the start-up cleanly.
-        defer_stop_signals()
-        instance = Instance.create(directory)
-        loader = AppLoader(factory=partial(_worker_app, options, directory, os.getpid()))
-    app = loader.load()
-    if instance is not None:
-        LeaderThread(partial(ProxyLeader, settings, instance, logger), logger).attach(app)
-
-    app.prepare(
+    return serve_instance(
+        "flagproxy proxy",
+        instance_directory(settings),
+        workers,
+        partial(_worker_app, options),
+        lambda instance: ProxyLeader(settings, instance, logger),
         host=settings.host,
         port=settings.port,
-        workers=workers,
         access_log=settings.log_level == "debug",
-        motd=False,
-        protocol=StoppingHttpProtocol,
-        single_process=workers == 1,
+        logger=logger,
+        listening=f"flagproxy proxy is listening on {settings.host}:{settings.port}",
     )
-    logger.info(f"flagproxy proxy is listening on {settings.host}:{settings.port}")
-    try:
-        run_workers(app, loader, workers)
-    finally:
-        if instance is not None:
-            instance.remove()
-    return 0
