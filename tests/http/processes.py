@@ -106,25 +106,41 @@ class ProxyUnderTest(Process, ProxyCalls):
     def __init__(
         self, options: dict[str, Any], upstream: StubUpstream | None, base_env: dict[str, str]
     ) -> None:
-        env = {**base_env, **option_env(options)}
-        self.settings = ProxySettings.load({}, env=env)  # what the process reads too: the key header's name
-        super().__init__([], env)
+        self.env = {**base_env, **option_env(options)}
+        self.settings = ProxySettings.load({}, env=self.env)  # what the process reads: the key header's name
+        super().__init__([], self.env)
         self.upstream = upstream
 
+    def _again_if_the_port_was_taken(self, wait: Any) -> None:
+        """free_port() finds a port free only a moment before the child binds it: when another process took
+        it in between, start again on another one."""
+        for attempt in range(3):
+            try:
+                return wait()
+            except AssertionError as error:
+                if "Address already in use" not in str(error) or attempt == 2:
+                    raise
+                super().__init__([], self.env)
+
     def wait_ready(self, timeout: float = 20, health: str | None = None) -> None:
-        super().wait_ready(timeout, health or f"{self.settings.proxy_base_path}/proxy/health")
+        path = health or f"{self.settings.proxy_base_path}/proxy/health"
+        self._again_if_the_port_was_taken(lambda: Process.wait_ready(self, timeout, path))
 
     def wait_listening(self, timeout: float = 20) -> None:
         """Until it answers at all (503 before its first snapshot)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            assert self.popen.poll() is None, self.popen.communicate()
-            try:
-                fetch(self.port, "GET", f"{self.settings.proxy_base_path}/proxy/health", timeout=1)
-                return
-            except OSError:
-                assert time.monotonic() < deadline, "the proxy process never listened"
-                time.sleep(0.1)
+
+        def listening() -> None:
+            deadline = time.monotonic() + timeout
+            while True:
+                assert self.popen.poll() is None, self.popen.communicate()
+                try:
+                    fetch(self.port, "GET", f"{self.settings.proxy_base_path}/proxy/health", timeout=1)
+                    return
+                except OSError:
+                    assert time.monotonic() < deadline, "the proxy process never listened"
+                    time.sleep(0.1)
+
+        self._again_if_the_port_was_taken(listening)
 
 
 def sockets_by_process(port: int, group: int) -> dict[str, dict[int, int]]:
