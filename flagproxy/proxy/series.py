@@ -176,7 +176,7 @@ class SyncSeries:
         self._count(REFUSED_DOCUMENTS, "reason", reason)
         self.last_refusal = {"at": at, "source": source, "reason": reason, "error": error}
 
-    def metrics_sent(self, ok: bool) -> None:
+    def usage_sent(self, ok: bool) -> None:
         self._count(METRICS_BATCHES, "result", "sent" if ok else "failed")
         self._write()
 

@@ -91,7 +91,7 @@ class SyncService:
             jitter_ms=metrics_jitter,
             logger=logger,
             gather=gather_usage,
-            on_sent=observer.metrics_sent if observer is not None else None,
+            on_sent=observer.usage_sent if observer is not None else None,
         )
         self.observer = observer  # the Prometheus series of the sync (flagproxy/proxy/series.py)
         self.on_stop = on_stop  # what `install` holds (the compile process) goes with the sync

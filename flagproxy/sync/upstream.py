@@ -247,7 +247,7 @@ class UpstreamClient:
     async def register(self, body: dict[str, Any]) -> int | str:
         return await self.post("client/register", body, None)
 
-    async def send_metrics(self, body: dict[str, Any]) -> int | str:
+    async def send_usage(self, body: dict[str, Any]) -> int | str:
         return await self.post("client/metrics", body, self.config.metrics_interval)
 
     async def fetch_document(self, url: str, authorization: str | None) -> dict[str, Any] | str:

@@ -81,7 +81,7 @@ class UsageSender:
                 f"{MAX_VARIANTS} variants each) and were not sent"
             )
             counts.dropped = 0  # said once; a bucket that is kept for the next try does not say it again
-        status = await self.client.send_metrics(self.payload(counts))
+        status = await self.client.send_usage(self.payload(counts))
         taken = isinstance(status, int) and 200 <= status < 300
         if self.on_sent is not None:
             self.on_sent(taken)

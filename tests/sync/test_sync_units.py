@@ -247,7 +247,7 @@ class FakeClient:
         self.features_url = "http://up/api/client/features"
         self.fetches: list[Any] = []
 
-    async def send_metrics(self, body):
+    async def send_usage(self, body):
         self.metrics.append(body)
         status = self.statuses.pop(0)
         if isinstance(status, Exception):
