@@ -182,6 +182,3 @@ class EdgeLink:
         with contextlib.suppress(ChannelUnavailable):
             return await ask(self.path, {"status": True}, self.timeout)
         return None
-
-    async def close(self) -> None:
-        """Nothing held between questions (TokenValidator's client interface)."""

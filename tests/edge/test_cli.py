@@ -56,6 +56,8 @@ def test_help_lists_every_option_with_its_variable_and_default(mode: str) -> Non
         (["--upstream-url", "http://x", "--tokens", "nope"], {}, "--tokens: entry 1"),
         (["--upstream-url", "http://x", "--tokens", DEV_CLIENT, "--port", "0"], {}, "--port"),
         (["--upstream-url", "http://x", "--tokens", DEV_CLIENT], {"PORT": "many"}, "PORT"),
+        (["--upstream-url", "http://x", "--tokens", DEV_CLIENT, "--workers", "0"], {}, "--workers"),
+        (["--upstream-url", "http://x", "--tokens", DEV_CLIENT], {"WORKERS": "two"}, "WORKERS"),
         (
             ["--upstream-url", "http://x", "--tokens", DEV_CLIENT, "--allow-list", "10.0.0.0/33"],
             {},
