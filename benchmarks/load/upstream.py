@@ -9,12 +9,17 @@ answers went out: every proxy worker fetches once when it starts, so the harness
 have their snapshot. For `flagproxy edge` (benchmarks/load/edge.py) it also answers `POST /edge/validate`:
 a token `<project>:<environment>.load-<anything>` is valid (a frontend token when it says `frontend`),
 every other is not; `/stats` counts the tokens it was asked about and how many of them were distinct.
-A separate process, so its work is not counted against the harness or the proxies.
+`POST /change-every` with a number of seconds (0 stops) makes the document change that often: one flag's
+`enabled` flips, so the body and its ETag are new and every proxy fetches and compiles it again
+(benchmarks/load/changes.py); `/stats` counts the changes. A separate process, so its work is not counted
+against the harness or the proxies.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import hashlib
 
 import orjson
@@ -24,10 +29,38 @@ from benchmarks.datasets import snapshot_payload
 
 
 def create_app(flags: int) -> web.Application:
-    body = orjson.dumps(snapshot_payload(flags))
+    document = snapshot_payload(flags)
+    body = orjson.dumps(document)
     etag = '"' + hashlib.sha1(body).hexdigest()[:16] + '"'
 
     full_answers = 0
+    changes = 0
+    changing: asyncio.Task[None] | None = None
+
+    def change() -> None:
+        nonlocal body, etag, changes
+        feature = document["features"][changes % len(document["features"])]
+        feature["enabled"] = not feature["enabled"]
+        changes += 1
+        body = orjson.dumps(document)
+        etag = '"' + hashlib.sha1(body).hexdigest()[:16] + '"'
+
+    async def change_every(seconds: float) -> None:
+        while True:
+            await asyncio.sleep(seconds)
+            change()
+
+    async def set_change_every(request: web.Request) -> web.Response:
+        nonlocal changing
+        seconds = float(await request.text())
+        if changing is not None:
+            changing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await changing
+            changing = None
+        if seconds > 0:
+            changing = asyncio.get_running_loop().create_task(change_every(seconds))
+        return web.Response(status=204)
 
     async def features(request: web.Request) -> web.Response:
         nonlocal full_answers
@@ -39,7 +72,12 @@ def create_app(flags: int) -> web.Application:
     async def stats(request: web.Request) -> web.Response:
         distinct = len(set(asked))
         return web.json_response(
-            {"full_answers": full_answers, "tokens_asked": len(asked), "distinct_tokens_asked": distinct}
+            {
+                "full_answers": full_answers,
+                "tokens_asked": len(asked),
+                "distinct_tokens_asked": distinct,
+                "changes": changes,
+            }
         )
 
     asked: list[str] = []
@@ -68,6 +106,7 @@ def create_app(flags: int) -> web.Application:
     app.router.add_post("/api/client/metrics/bulk", accepted)
     app.router.add_post("/edge/validate", validate)
     app.router.add_get("/stats", stats)
+    app.router.add_post("/change-every", set_change_every)
     return app
 
 

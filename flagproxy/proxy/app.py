@@ -181,7 +181,10 @@ class _ProxyApp:
         if self.runs_sync:
             if self.instance is None:
                 self.instance = Instance.create()
-            self.sync = build_sync(self.settings, self.instance, self.logger, self.log_warnings)
+            # On this serving loop: the compile runs in a process of its own (flagproxy/instance/compiler.py).
+            self.sync = build_sync(
+                self.settings, self.instance, self.logger, self.log_warnings, compile_apart=True
+            )
             app.ctx.sync = self.sync
             await self.sync.start()  # the backup, if there is one, is published when this returns
         else:

@@ -5,6 +5,7 @@ flagproxy/proxy/app.py runs the same SyncService on the app's own loop."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from flagproxy.instance.leader import Instance, named_instance_directory, stop_sync
@@ -16,10 +17,18 @@ def instance_directory(settings: ProxySettings) -> str:
     return named_instance_directory(settings.service_app_name, settings.port)
 
 
-def build_sync(settings: ProxySettings, instance: Instance, logger: Any, log_warnings: bool = True) -> Any:
-    """The SyncService of `settings`, publishing into `instance`. Imported late: a worker that does not
-    sync never loads the HTTP client."""
-    from flagproxy.instance.store import compile_image, return_free_memory
+def build_sync(
+    settings: ProxySettings,
+    instance: Instance,
+    logger: Any,
+    log_warnings: bool = True,
+    *,
+    compile_apart: bool = False,
+) -> Any:
+    """The SyncService of `settings`, publishing into `instance`; `compile_apart` when it runs on a serving
+    loop (flagproxy/instance/compiler.py). Imported late: a worker that does not sync never loads the HTTP
+    client."""
+    from flagproxy.instance.compiler import ImageCompiler
     from flagproxy.proxy.series import SyncSeries
     from flagproxy.sync.backup import UpstreamBackup
     from flagproxy.sync.service import SyncService
@@ -49,18 +58,22 @@ def build_sync(settings: ProxySettings, instance: Instance, logger: Any, log_war
     publication = instance.publication
     observed = s.enable_prometheus or s.enable_status_page  # both read what the sync's series say
 
-    def publish(payload: Any, source: str) -> None:
-        # compile_image refuses what is no features document (ValueError): then nothing is published.
-        publication.publish(payload, source, compiled(payload))
+    # Apart once something is served: the first document compiles here, with nothing to answer meanwhile.
+    serving = (lambda: publication.stamp() is not None) if compile_apart else (lambda: False)
+    compiler = ImageCompiler(s.custom_strategies, logger, apart=serving)
 
-    def compiled(payload: Any) -> bytes | None:
+    async def publish(payload: Any, source: str) -> None:
+        # compile_image refuses what is no features document (ValueError): then nothing is published.
+        image = await compiled(payload)
+        # Megabytes written at 5000 flags: off the loop, which may be serving.
+        await asyncio.to_thread(publication.publish, payload, source, image)
+
+    async def compiled(payload: Any) -> bytes | None:
         """The document compiled once for every worker (flagproxy/image.py): a worker that loads it holds
         what it serves and not what a compile leaves behind. Without it each worker compiles the document:
         slower and bigger, still right."""
         try:
-            image = compile_image(payload, custom_strategies=s.custom_strategies, logger=logger)
-            return_free_memory()  # what the compile freed: the main process serves nothing from it
-            return image
+            return await compiler.compile(payload)
         except ValueError:
             raise  # not a features document: nothing is published
         except Exception as exc:
@@ -87,6 +100,7 @@ def build_sync(settings: ProxySettings, instance: Instance, logger: Any, log_war
             f"flagproxy proxy is ready to receive traffic at http://{s.host}:{s.port}{s.proxy_base_path}"
             f"/proxy: {flags} flags from the {source} (upstream {s.service_url})"
         ),
+        on_stop=compiler.close,
     )
 
 

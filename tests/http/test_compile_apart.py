@@ -1,0 +1,95 @@
+"""`flagproxy proxy --workers 1` compiles a new features document in a process of its own while its one loop
+goes on answering from the old snapshot (flagproxy/instance/compiler.py). Before, the compile ran on the
+serving loop: every change held every answer for the length of a compile (half a second at 5000 flags).
+
+Proved by ordering, not by timing: the compile process is stopped (SIGSTOP) before the upstream changes,
+so the new document cannot finish compiling; requests sent after the upstream answered the new document
+are still answered, with the old ETag; once the compile process continues, the new snapshot is served.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.http.loopback import KEY, StubUpstream, fetch
+from tests.http.processes import Process
+from tests.http.test_workers import proxy_env
+
+pytestmark = pytest.mark.slow
+
+
+def compile_processes(process: Process) -> list[int]:
+    """The children of the proxy's process that multiprocessing spawned (the compile process)."""
+    found = []
+    for task in Path(f"/proc/{process.popen.pid}/task").glob("*/children"):
+        for pid in task.read_text().split():
+            try:
+                command = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"spawn_main" in command:
+                found.append(int(pid))
+    return found
+
+
+def change(upstream: StubUpstream, name: str) -> None:
+    revised = copy.deepcopy(upstream.payload)
+    revised["features"].append({"name": name, "enabled": True, "strategies": [{"name": "default"}]})
+    upstream.payload = revised
+
+
+def answer(process: Process) -> tuple[int, str, bytes]:
+    status, headers, body = fetch(process.port, "GET", "/proxy?userId=u1", headers={"Authorization": KEY})
+    return status, headers.get("etag", ""), body
+
+
+def revision(process: Process) -> int:
+    status, _, body = fetch(process.port, "GET", "/proxy/status.json", headers={"Authorization": KEY})
+    assert status == 200, body
+    return int(json.loads(body)["revision"])
+
+
+def test_requests_are_answered_from_the_old_snapshot_while_the_new_one_compiles(
+    launch, upstream: StubUpstream
+):
+    process = launch(proxy_env(upstream, SERVICE_FETCH_INTERVAL="100"))  # --workers 1, the default
+    process.wait_ready()
+    # A first change starts the compile process (the first document compiled before anything was served).
+    change(upstream, "first-change")
+    deadline = time.monotonic() + 30
+    while b"first-change" not in answer(process)[2]:
+        assert time.monotonic() < deadline, "the first change was never served"
+        time.sleep(0.05)
+    old = answer(process)
+    assert old[0] == 200 and old[1]
+    old_revision = revision(process)
+    compilers = compile_processes(process)
+    assert len(compilers) == 1, "the change was not compiled in a process of its own"
+    os.kill(compilers[0], signal.SIGSTOP)
+    try:
+        polls = len(upstream.received("/api/client/features"))
+        change(upstream, "compiled-apart")
+        # The next poll is answered with the new document (its ETag is new): its compile is now waiting on
+        # the stopped process.
+        upstream.wait_for("/api/client/features", polls + 1, timeout=30)
+        for _ in range(20):
+            assert answer(process) == old
+        assert revision(process) == old_revision
+    finally:
+        os.kill(compilers[0], signal.SIGCONT)
+    deadline = time.monotonic() + 30
+    while b"compiled-apart" not in answer(process)[2]:
+        assert time.monotonic() < deadline, "the new document was never served"
+        time.sleep(0.05)
+    new = answer(process)
+    assert new[1] != old[1] and revision(process) > old_revision
+    _, stderr = process.stop(signal.SIGTERM)
+    assert process.popen.returncode == 0, stderr
+    assert not [pid for pid in compilers if Path(f"/proc/{pid}").exists()], "the compile process outlived it"
