@@ -125,13 +125,12 @@ def test_a_backup_of_the_wrong_type_is_refused_and_counted(
 ):
     """The backup (read before the upstream answers) goes through the same check: a bad one is not served,
     the proxy waits for the upstream, and the refusal is counted with its source."""
-    from flagproxy.sync.backup import FileStorageProvider
+    from flagproxy.sync.backup import UpstreamBackup
 
-    FileStorageProvider(base_env["TMPDIR"]).set(
-        "flagproxy-refused", {"version": 2, "features": [{"name": 1}]}
-    )
-    upstream.features_status = 503
     env = proxy_env(upstream, UNLEASH_APP_NAME="flagproxy-refused", LOG_LEVEL="info")
+    backup = UpstreamBackup(env["SERVICE_URL"], env["SERVICE_API_TOKEN"], base_env["TMPDIR"])
+    backup.set("flagproxy-refused", {"version": 2, "features": [{"name": 1}]})
+    upstream.features_status = 503
     process = launch(env)
     process.read_until("$.features[0].name must be a string")
     assert fetch(process.port, "GET", "/proxy/health")[0] == 503
