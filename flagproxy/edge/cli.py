@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from flagproxy.edge.settings import EDGE, OFFLINE, OPTIONS, EdgeSettings
-from flagproxy.http.command_line import OneLineParser
+from flagproxy.http.command_line import OneLineParser, option_groups
 from flagproxy.options import ConfigError
 
 PROG = "flagproxy edge"
@@ -32,7 +32,8 @@ def build_parser(mode: str) -> argparse.ArgumentParser:
         if mode == EDGE
         else "Run a drop-in for Unleash Edge's offline mode: flags from a file, no upstream."
     )
-    parser = OneLineParser(prog=prog, description=description)
+    parser = OneLineParser(prog=prog, usage=f"{prog} [options]", description=description)
+    groups = option_groups(parser)
     for option in OPTIONS:
         if mode not in option.modes:
             continue
@@ -45,7 +46,7 @@ def build_parser(mode: str) -> argparse.ArgumentParser:
             kwargs["metavar"] = option.env
         if option.kind in LIST_KINDS:
             kwargs["action"] = "append"  # `-t a -t b` is `-t a,b`, as in Edge
-        parser.add_argument(*names, **kwargs)
+        groups[option.group].add_argument(*names, **kwargs)
     if mode == EDGE:
         parser.epilog = "Subcommands: `flagproxy edge offline --help`, `flagproxy edge health|ready --help`."
     return parser

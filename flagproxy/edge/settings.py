@@ -33,6 +33,7 @@ class Option:
     help: str
     modes: tuple[str, ...] = BOTH
     short: str | None = None
+    group: str = ""  # the --help group (flagproxy/http/command_line.py OPTION_GROUPS)
 
     @property
     def flag(self) -> str:
@@ -52,67 +53,73 @@ class Option:
 OPTIONS: tuple[Option, ...] = (
     Option("upstream_url", "UPSTREAM_URL", None, "url",
            "the upstream's base URL without /api: a flagproxy server, Unleash, or another edge",
-           (EDGE,), "-u"),
+           (EDGE,), "-u", group="upstream"),
     Option("tokens", "TOKENS", (), "tokens",
            "client tokens to sync with at start (comma-separated); their environments and projects are "
-           "what this instance serves", BOTH, "-t"),
+           "what this instance serves", BOTH, "-t", group="tokens"),
     Option("pretrusted_tokens", "PRETRUSTED_TOKENS", (), "pretrusted",
            "frontend tokens accepted without asking the upstream: [project]:environment.secret, or a Node "
            "proxy key as <key>@<environment>, sent as Authorization: <key> (the text before the last @)",
-           (EDGE,)),
+           (EDGE,), group="tokens"),
     Option("dynamic", "DYNAMIC", False, "bool",
            "accept any token the upstream validates, syncing its environment on first use (default: strict, "
-           "only tokens covered by --tokens)", (EDGE,)),
+           "only tokens covered by --tokens)", (EDGE,), group="tokens"),
     Option("strict", "STRICT", True, "bool",
-           "accept only tokens whose environment and projects a --tokens token covers (default)", (EDGE,)),
-    Option("port", "PORT", 3063, "int", "listening port", BOTH, "-p"),
-    Option("interface", "INTERFACE", "0.0.0.0", "str", "listening address", BOTH, "-i"),
+           "accept only tokens whose environment and projects a --tokens token covers (default)", (EDGE,),
+           group="tokens"),
+    Option("port", "PORT", 3063, "int", "listening port", BOTH, "-p", group="serving"),
+    Option("interface", "INTERFACE", "0.0.0.0", "str", "listening address", BOTH, "-i", group="serving"),
     Option("workers", "WORKERS", 1, "int",
            "worker processes serving as one instance: one upstream sync, one validation per new token and "
-           "one usage stream for all of them"),
-    Option("base_path", "BASE_PATH", "", "base_path", "path prefix of every route"),
+           "one usage stream for all of them", group="workers"),
+    Option("base_path", "BASE_PATH", "", "base_path", "path prefix of every route", group="serving"),
     Option("features_refresh_interval_seconds", "FEATURES_REFRESH_INTERVAL_SECONDS", 15, "int",
-           "seconds between two feature fetches of one environment", (EDGE,), "-f"),
+           "seconds between two feature fetches of one environment", (EDGE,), "-f", group="upstream"),
     Option("metrics_interval_seconds", "METRICS_INTERVAL_SECONDS", 60, "int",
-           "seconds between two bulk metrics posts upstream", (EDGE,), "-m"),
+           "seconds between two bulk metrics posts upstream", (EDGE,), "-m", group="usage"),
     Option("token_revalidation_interval_seconds", "TOKEN_REVALIDATION_INTERVAL_SECONDS", 3600, "int",
-           "seconds between two revalidations of every known token", (EDGE,)),
+           "seconds between two revalidations of every known token", (EDGE,), group="tokens"),
     Option("backup_folder", "BACKUP_FOLDER", None, "path",
            "folder where the last good features of each environment are kept and read at start "
-           "(never tokens)", (EDGE,), "-b"),
+           "(never tokens)", (EDGE,), "-b", group="upstream"),
     Option("disable_all_endpoint", "DISABLE_ALL_ENDPOINT", False, "bool",
-           "do not serve /api/frontend/all and /api/proxy/all"),
+           "do not serve /api/frontend/all and /api/proxy/all", group="serving"),
     Option("trust_proxy", "TRUST_PROXY", False, "bool",
-           "read the client address from X-Forwarded-For (from every peer, or from --proxy-trusted-servers)"),
+           "read the client address from X-Forwarded-For (from every peer, or from --proxy-trusted-servers)",
+           group="serving"),
     Option("proxy_trusted_servers", "PROXY_TRUSTED_SERVERS", (), "cidrs",
-           "peers trusted to set X-Forwarded-For: IP addresses or CIDRs, comma-separated"),
+           "peers trusted to set X-Forwarded-For: IP addresses or CIDRs, comma-separated", group="serving"),
     Option("allow_list", "ALLOW_LIST", (), "cidrs",
-           "accept requests only from these CIDRs (default: every address)"),
-    Option("deny_list", "DENY_LIST", (), "cidrs", "refuse requests from these CIDRs (403)"),
+           "accept requests only from these CIDRs (default: every address)", group="serving"),
+    Option("deny_list", "DENY_LIST", (), "cidrs", "refuse requests from these CIDRs (403)", group="serving"),
     Option("cors_origin", "CORS_ORIGIN", "*", "origin",
-           "Access-Control-Allow-Origin: one origin, or a comma-separated list (matches are reflected)"),
+           "Access-Control-Allow-Origin: one origin, or a comma-separated list (matches are reflected)",
+           group="cors"),
     Option("cors_allowed_headers", "CORS_ALLOWED_HEADERS", None, "str",
-           "Access-Control-Allow-Headers (unset: reflect the preflight's request headers)"),
-    Option("cors_max_age", "CORS_MAX_AGE", 172800, "int", "Access-Control-Max-Age, seconds"),
-    Option("cors_exposed_headers", "CORS_EXPOSED_HEADERS", "ETag", "str", "Access-Control-Expose-Headers"),
-    Option("cors_methods", "CORS_METHODS", "GET, POST", "str", "Access-Control-Allow-Methods"),
+           "Access-Control-Allow-Headers (unset: reflect the preflight's request headers)", group="cors"),
+    Option("cors_max_age", "CORS_MAX_AGE", 172800, "int", "Access-Control-Max-Age, seconds", group="cors"),
+    Option("cors_exposed_headers", "CORS_EXPOSED_HEADERS", "ETag", "str", "Access-Control-Expose-Headers",
+           group="cors"),
+    Option("cors_methods", "CORS_METHODS", "GET, POST", "str", "Access-Control-Allow-Methods", group="cors"),
     Option("app_name", "APP_NAME", "unleash-edge", "str",
-           "application name sent upstream with registrations and metrics", BOTH, "-a"),
-    Option("instance_id", "INSTANCE_ID", None, "str", "instance id sent upstream (default: generated)"),
+           "application name sent upstream with registrations and metrics", BOTH, "-a", group="upstream"),
+    Option("instance_id", "INSTANCE_ID", None, "str", "instance id sent upstream (default: generated)",
+           group="upstream"),
     Option("upstream_request_timeout", "UPSTREAM_REQUEST_TIMEOUT", 5, "int",
-           "seconds allowed for one upstream request", (EDGE,)),
+           "seconds allowed for one upstream request", (EDGE,), group="upstream"),
     Option("skip_ssl_verification", "SKIP_SSL_VERIFICATION", False, "bool",
-           "do not check the upstream's TLS certificate", (EDGE,), "-s"),
-    Option("log_level", "LOG_LEVEL", "warn", "level", "debug, info, warn, error or fatal"),
+           "do not check the upstream's TLS certificate", (EDGE,), "-s", group="upstream"),
+    Option("log_level", "LOG_LEVEL", "warn", "level", "debug, info, warn, error or fatal", group="logging"),
     Option("bootstrap_file", "BOOTSTRAP_FILE", None, "path",
            "offline: a client features document, or an object of environment -> such a document",
-           (OFFLINE,)),
+           (OFFLINE,), group="serving"),
     Option("client_tokens", "CLIENT_TOKENS", (), "offline_tokens",
-           "offline: client tokens accepted on /api/client/*", (OFFLINE,), "-c"),
+           "offline: client tokens accepted on /api/client/*", (OFFLINE,), "-c", group="tokens"),
     Option("frontend_tokens", "FRONTEND_TOKENS", (), "offline_tokens",
-           "offline: frontend tokens accepted on /api/frontend and /api/proxy", (OFFLINE,)),
+           "offline: frontend tokens accepted on /api/frontend and /api/proxy", (OFFLINE,), group="tokens"),
     Option("reload_interval", "RELOAD_INTERVAL", 0, "int",
-           "offline: seconds between two reads of the bootstrap file (0: read once)", (OFFLINE,), "-r"),
+           "offline: seconds between two reads of the bootstrap file (0: read once)", (OFFLINE,), "-r",
+           group="serving"),
 )
 # fmt: on
 OPTIONS_BY_KEY = {o.key: o for o in OPTIONS}
@@ -170,6 +177,7 @@ class EdgeSettings:
 
 def _load(options: dict[str, Any], env: Mapping[str, str], mode: str) -> EdgeSettings:
     values: dict[str, Any] = {"mode": mode}
+    named: dict[str, str] = {}  # option key -> the flag or variable it came from, for the checks below
     for option in OPTIONS:
         if mode not in option.modes:
             continue
@@ -179,6 +187,7 @@ def _load(options: dict[str, Any], env: Mapping[str, str], mode: str) -> EdgeSet
         label = option.flag
         if raw is None:
             raw, label = env.get(option.env), option.env
+        named[option.key] = label
         values[option.key] = option.default if raw in (None, "") else _convert(option, label, str(raw))
     if mode == EDGE:
         if not values["upstream_url"]:
@@ -211,7 +220,7 @@ def _load(options: dict[str, Any], env: Mapping[str, str], mode: str) -> EdgeSet
         value = values.get(key)
         if value is not None and (value < low or (high is not None and value > high)):
             bound = f"between {low} and {high}" if high is not None else f"at least {low}"
-            raise ConfigError(f"{OPTIONS_BY_KEY[key].flag}: must be {bound}, got {value}")
+            raise ConfigError(f"{named.get(key, OPTIONS_BY_KEY[key].flag)}: must be {bound}, got {value}")
     servers = values.pop("proxy_trusted_servers")
     if values["trust_proxy"]:
         values["trust_proxy"] = TrustProxy(networks=servers) if servers else TrustProxy(trust_all=True)

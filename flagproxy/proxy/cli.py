@@ -11,7 +11,7 @@ import sys
 from functools import partial
 from typing import Any
 
-from flagproxy.http.command_line import OneLineParser
+from flagproxy.http.command_line import OneLineParser, option_groups
 from flagproxy.proxy.settings import OPTIONS, OPTIONS_BY_KEY, ConfigError, ProxySettings
 
 
@@ -28,11 +28,13 @@ def _workers(raw: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="flagproxy proxy",
+        usage="flagproxy proxy [options]",
         description="Run the Unleash-compatible evaluation proxy. Flags win over environment variables; "
         "the first variable named in an option's help wins over the Node proxy's UNLEASH_* aliases.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
+    groups = option_groups(parser)
+    groups["workers"].add_argument(
         "--workers", type=_workers, default=1, metavar="N", help="number of worker processes (default: 1)"
     )
     for option in OPTIONS:
@@ -47,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
             kwargs.update(nargs="?", const="true", metavar="BOOL")
         else:
             kwargs["metavar"] = option.env[0]
-        parser.add_argument(_flag(option.key), **kwargs)
+        groups[option.group].add_argument(_flag(option.key), **kwargs)
     keyword_only = [
         f"  {o.key} ({o.spec}): {o.help} [default: {o.default_text()}]" for o in OPTIONS if not o.env
     ]
@@ -67,13 +69,13 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     options = {key: value for key, value in vars(args).items() if key in OPTIONS_BY_KEY and value is not None}
     try:
-        settings = ProxySettings.load(options, os.environ)
+        settings = ProxySettings.load(options, os.environ, written={key: _flag(key) for key in options})
     except ConfigError as error:
         print(f"flagproxy proxy: {error}", file=sys.stderr)
         return 2
     from flagproxy.http.serving import cannot_listen
 
-    problem = cannot_listen(settings.host, settings.port)
+    problem = cannot_listen(settings.host, settings.port, settings.named("host"), settings.named("port"))
     if problem:
         print(f"flagproxy proxy: {problem}", file=sys.stderr)
         return 2

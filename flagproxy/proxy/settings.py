@@ -1,13 +1,13 @@
-"""The proxy's configuration: every option of SPEC.md's two tables, from keywords, CLI flags or env vars.
+"""The proxy's configuration: every option, from keywords, CLI flags or env vars.
 
     settings = ProxySettings.load({"service_url": "http://unleash:4242/api", ...}, env=os.environ)
 
-Precedence, highest first: explicit options (keywords or CLI flags) → SPEC.md env names → the Node proxy's
-UNLEASH_* aliases (DESIGN D1: when both env names are set the SPEC.md one wins, and one warning says so)
+Precedence, highest first: explicit options (keywords or CLI flags) → the options' own env names → the Node
+proxy's UNLEASH_* aliases (when both are set the own one wins, and one warning says so)
 → defaults. Every value is checked here, at start, so a bad value stops start-up with one line naming the
 option (`ConfigError`) instead of failing on the first request or the first poll.
 
-Keyword names are snake_case (`service_url`); SPEC.md's camelCase names (`serviceUrl`) and the nested
+Keyword names are snake_case (`service_url`); the camelCase names (`serviceUrl`) and the nested
 objects `cors`, `httpOptions`, `expBootstrap`, `expServerSideSdkConfig` are accepted as well.
 """
 
@@ -38,14 +38,15 @@ class Option:
     """One configuration option: how it is named everywhere, its default and how a string is read."""
 
     key: str  # keyword / attribute name
-    spec: str  # SPEC.md option name ("(none)" for env-only ones)
-    env: tuple[str, ...]  # SPEC.md env names, in priority order (no warning between them)
+    spec: str  # camelCase option name ("(none)" for env-only ones)
+    env: tuple[str, ...]  # env names, in priority order (no warning between them)
     aliases: tuple[str, ...]  # the Node proxy's UNLEASH_* names (warning when shadowed)
     default: Any
     kind: str  # str, secret, list, int, bool, level, tags, trust, base_path, origin, path, proxy_url, object
     help: str
     required: bool = False
     default_label: str | None = None  # how --help and docs/proxy.md say the default, when not str(default)
+    group: str = ""  # the --help group (flagproxy/http/command_line.py OPTION_GROUPS)
 
     @property
     def label(self) -> str:
@@ -69,129 +70,138 @@ class Option:
         return str(self.default)
 
 
-def _opt(key, spec, env, aliases, default, kind, help_, required=False, default_label=None) -> Option:
-    return Option(key, spec, tuple(env), tuple(aliases), default, kind, help_, required, default_label)
+def _opt(
+    key, spec, env, aliases, default, kind, help_, required=False, default_label=None, *, group
+) -> Option:
+    return Option(key, spec, tuple(env), tuple(aliases), default, kind, help_, required, default_label, group)
 
 
-# The table that --help, docs/proxy.md and the loader all follow. Order = SPEC.md's tables.
+# The table that --help, docs/proxy.md and the loader all follow (--help groups it by `group`).
 # One option a line: it reads as the table it is.
 # fmt: off
 OPTIONS: tuple[Option, ...] = (
     _opt("service_url", "serviceUrl", ["SERVICE_URL"], ["UNLEASH_URL"], None, "str",
-         "API address of the upstream server, e.g. http://unleash:4242/api (no user:password in it)", True),
+         "API address of the upstream server, e.g. http://unleash:4242/api (no user:password in it)", True,
+         group="upstream"),
     _opt("service_api_token", "serviceApiToken", ["SERVICE_API_TOKEN"], ["UNLEASH_API_TOKEN"], None, "secret",
-         "client-type API token used to read from the upstream", True),
+         "client-type API token used to read from the upstream", True, group="upstream"),
     _opt("client_keys", "clientKeys", ["SERVICE_PROXY_CLIENT_KEYS"], ["UNLEASH_PROXY_CLIENT_KEYS"],
          (), "list",
-         "comma-separated client keys accepted from SDKs", True),
+         "comma-separated client keys accepted from SDKs", True, group="tokens"),
     _opt("proxy_secrets", "proxySecrets", ["SERVICE_PROXY_SECRETS"], ["UNLEASH_PROXY_SECRETS"], (), "list",
-         "deprecated alias of clientKeys"),
+         "deprecated alias of clientKeys", group="tokens"),
     _opt("port", "(none)", ["PORT", "PROXY_PORT"], [], 3000, "int",
-         "listening port"),
+         "listening port", group="serving"),
     _opt("host", "(none)", ["PROXY_HOST"], [], "0.0.0.0", "str",
-         "listening address (flagproxy extension; the Node proxy always listens on all interfaces)"),
+         "listening address (flagproxy extension; the Node proxy always listens on all interfaces)",
+         group="serving"),
     _opt("proxy_base_path", "proxyBasePath", ["PROXY_BASE_PATH"], [], "", "base_path",
-         "path prefix; `base/path` serves /base/path/proxy"),
+         "path prefix; `base/path` serves /base/path/proxy", group="serving"),
     _opt("service_app_name", "serviceAppName", ["SERVICE_APP_NAME"], ["UNLEASH_APP_NAME"],
          "service-proxy", "str",
-         "application name sent upstream and the default appName of the context"),
+         "application name sent upstream and the default appName of the context", group="upstream"),
     _opt("service_instance_id", "serviceInstanceId", ["SERVICE_INSTANCE_ID"], ["UNLEASH_INSTANCE_ID"],
          None, "str",
-         "instance id sent upstream", default_label="generated: <os user>-<hostname>"),
+         "instance id sent upstream", default_label="generated: <os user>-<hostname>", group="upstream"),
     _opt("refresh_interval", "refreshInterval", ["SERVICE_FETCH_INTERVAL"], ["UNLEASH_FETCH_INTERVAL"],
          5000, "int",
-         "upstream polling interval, ms (> 0)"),
+         "upstream polling interval, ms (> 0)", group="upstream"),
     _opt("metrics_interval", "metricsInterval", ["SERVICE_METRICS_INTERVAL"], ["UNLEASH_METRICS_INTERVAL"],
          30000, "int",
-         "usage metrics sending interval, ms (0 = never register or send metrics)"),
+         "usage metrics sending interval, ms (0 = never register or send metrics)", group="usage"),
     _opt("metrics_jitter", "metricsJitter", ["SERVICE_METRICS_JITTER"], ["UNLEASH_METRICS_JITTER"], 0, "int",
-         "random ± jitter added to each metrics interval, ms"),
+         "random ± jitter added to each metrics interval, ms", group="usage"),
     _opt("environment", "environment", ["SERVICE_ENVIRONMENT"], ["UNLEASH_ENVIRONMENT"], None, "str",
-         "fixed context environment; callers cannot override it"),
+         "fixed context environment; callers cannot override it", group="serving"),
     _opt("project_name", "projectName", ["SERVICE_PROJECT_NAME"], ["UNLEASH_PROJECT_NAME"], None, "str",
-         "only this project's features (?project= on polls)"),
+         "only this project's features (?project= on polls)", group="upstream"),
     _opt("logger", "logger", [], [], None, "object",
          "custom logger object with debug/info/warn/error/fatal methods (keyword only)",
-         default_label="SimpleLogger (stdout)"),
+         default_label="SimpleLogger (stdout)", group="logging"),
     _opt("use_json_logger", "useJsonLogger", ["JSON_LOGGER"], [], False, "bool",
-         "default logger writes one JSON object a line; no effect with a custom logger"),
+         "default logger writes one JSON object a line; no effect with a custom logger", group="logging"),
     _opt("log_level", "logLevel", ["LOG_LEVEL"], [], "warn", "level",
-         "debug, info, warn, error or fatal"),
+         "debug, info, warn, error or fatal", group="logging"),
     _opt("custom_strategies", "customStrategies",
          ["SERVICE_CUSTOM_STRATEGIES_FILE"], ["UNLEASH_CUSTOM_STRATEGIES_FILE"],
          (), "path",
-         "Python file defining `strategies = [...]` (keyword: a list of Strategy objects or a path)"),
+         "Python file defining `strategies = [...]` (keyword: a list of Strategy objects or a path)",
+         group="serving"),
     _opt("trust_proxy", "trustProxy", ["TRUST_PROXY"], [], TrustProxy(), "trust",
          "true/false, or comma-separated IPs/CIDRs (and loopback, linklocal, uniquelocal) of trusted "
-         "proxies"),
+         "proxies", group="serving"),
     _opt("name_prefix", "namePrefix", ["SERVICE_NAME_PREFIX"], ["UNLEASH_NAME_PREFIX"], None, "str",
-         "only features whose name starts with this (?namePrefix= on polls)"),
+         "only features whose name starts with this (?namePrefix= on polls)", group="upstream"),
     _opt("tags", "tags", ["SERVICE_TAGS"], ["UNLEASH_TAGS"], (), "tags",
-         "only features with these tags: tagName:tagValue,tagName2:tagValue2"),
+         "only features with these tags: tagName:tagValue,tagName2:tagValue2", group="upstream"),
     _opt("client_keys_header_name", "clientKeysHeaderName", ["CLIENT_KEY_HEADER_NAME"], [],
          "authorization", "str",
-         "request header that carries the client key"),
+         "request header that carries the client key", group="tokens"),
     _opt("storage_provider", "storageProvider", [], [], None, "object",
          "object with get(key)/set(key, payload) keeping the last good payload (keyword only)",
-         default_label="a file: $TMPDIR/flagproxy-backup-<serviceAppName>-<owner>.json"),
+         default_label="a file: $TMPDIR/flagproxy-backup-<serviceAppName>-<owner>.json", group="upstream"),
     _opt("enable_oas", "enableOAS", ["ENABLE_OAS"], [], False, "bool",
-         "serve /docs/openapi.json and the /docs/openapi page"),
+         "serve /docs/openapi.json and the /docs/openapi page", group="serving"),
     _opt("enable_all_endpoint", "enableAllEndpoint", ["ENABLE_ALL_ENDPOINT"], [], False, "bool",
-         "serve /proxy/all (otherwise 501)"),
+         "serve /proxy/all (otherwise 501)", group="serving"),
     _opt("cors_allowed_headers", "cors.allowedHeaders", ["CORS_ALLOWED_HEADERS"], [], None, "str",
-         "Access-Control-Allow-Headers (unset: reflect the request's headers)"),
+         "Access-Control-Allow-Headers (unset: reflect the request's headers)", group="cors"),
     _opt("cors_credentials", "cors.credentials", ["CORS_CREDENTIALS"], [], False, "bool",
-         "send Access-Control-Allow-Credentials: true"),
+         "send Access-Control-Allow-Credentials: true", group="cors"),
     _opt("cors_exposed_headers", "cors.exposedHeaders", ["CORS_EXPOSED_HEADERS"], [], "ETag", "str",
-         "Access-Control-Expose-Headers"),
+         "Access-Control-Expose-Headers", group="cors"),
     _opt("cors_max_age", "cors.maxAge", ["CORS_MAX_AGE"], [], 172800, "int",
-         "seconds a preflight result may be cached"),
+         "seconds a preflight result may be cached", group="cors"),
     _opt("cors_methods", "cors.methods", ["CORS_METHODS"], [], "GET, POST", "str",
-         "Access-Control-Allow-Methods"),
+         "Access-Control-Allow-Methods", group="cors"),
     _opt("cors_options_success_status", "cors.optionsSuccessStatus", ["CORS_OPTIONS_SUCCESS_STATUS"], [],
          204, "int",
-         "status of a preflight answer"),
+         "status of a preflight answer", group="cors"),
     _opt("cors_origin", "cors.origin", ["CORS_ORIGIN"], [], "*", "origin",
-         "allowed origin, or comma-separated list of them (matches are reflected)"),
+         "allowed origin, or comma-separated list of them (matches are reflected)", group="cors"),
     _opt("cors_preflight_continue", "cors.preflightContinue", ["CORS_PREFLIGHT_CONTINUE"], [], False, "bool",
-         "pass preflights on to the routes (200 with Allow, 404 on unknown paths)"),
+         "pass preflights on to the routes (200 with Allow, 404 on unknown paths)", group="cors"),
     _opt("http_options_reject_unauthorized", "httpOptions.rejectUnauthorized",
          ["HTTP_OPTIONS_REJECT_UNAUTHORIZED"], [],
          True, "bool",
-         "reject upstream TLS connections with invalid certificates"),
+         "reject upstream TLS connections with invalid certificates", group="upstream"),
     _opt("http_proxy", "(none)", ["HTTP_PROXY", "http_proxy"], [], None, "proxy_url",
-         "proxy server for upstream http:// requests (NO_PROXY honoured)"),
+         "proxy server for upstream http:// requests (NO_PROXY honoured)", group="upstream"),
     _opt("https_proxy", "(none)", ["HTTPS_PROXY", "https_proxy"], [], None, "proxy_url",
-         "proxy server for upstream https:// requests (NO_PROXY honoured)"),
+         "proxy server for upstream https:// requests (NO_PROXY honoured)", group="upstream"),
     _opt("response_cache_mb", "(none)", ["RESPONSE_CACHE_MB"], [], 32, "int",
-         "memory for cached toggle answers per worker, MiB (0 = no response cache; flagproxy extension)"),
+         "memory for cached toggle answers per worker, MiB (0 = no response cache; flagproxy extension)",
+         group="serving"),
     _opt("enable_prometheus", "(none)", ["ENABLE_PROMETHEUS"], [], True, "bool",
          "serve every proxy series at /proxy/internal-backstage/prometheus, added up over the workers "
-         "(false: the Node proxy's three gauges only; flagproxy extension)"),
+         "(false: the Node proxy's three gauges only; flagproxy extension)", group="prometheus"),
     _opt("enable_status_page", "(none)", ["ENABLE_STATUS_PAGE"], [], True, "bool",
          "serve the status page at /proxy/status (open; it holds no data) and its data at "
-         "/proxy/status.json (client key) (flagproxy extension)"),
+         "/proxy/status.json (client key) (flagproxy extension)", group="serving"),
     _opt("upstream_timeout", "(none)", ["UPSTREAM_TIMEOUT"], [], 10000, "int",
          "time allowed for one upstream request, whole body included, ms (the Node SDK's timeout; "
-         "flagproxy extension)"),
+         "flagproxy extension)", group="upstream"),
     _opt("exp_bootstrap_url", "expBootstrap.url", ["EXP_BOOTSTRAP_URL"], [], None, "str",
-         "experimental: URL of a features document that makes the proxy ready before the upstream answers"),
+         "experimental: URL of a features document that makes the proxy ready before the upstream answers",
+         group="upstream"),
     _opt("exp_bootstrap_authorization", "expBootstrap.urlHeaders.Authorization",
          ["EXP_BOOTSTRAP_AUTHORIZATION"], [],
          None, "secret",
-         "experimental: Authorization header value for the bootstrap URL"),
+         "experimental: Authorization header value for the bootstrap URL", group="upstream"),
     _opt("exp_server_side_sdk_config_tokens", "expServerSideSdkConfig.tokens",
          ["EXP_SERVER_SIDE_SDK_CONFIG_TOKENS"], [],
          (), "list",
-         "experimental: tokens that may read /proxy/client/features (server SDKs, other proxies)"),
+         "experimental: tokens that may read /proxy/client/features (server SDKs, other proxies)",
+         group="tokens"),
     _opt("exp_custom_enrichers", "expCustomEnrichers", ["EXP_CUSTOM_ENRICHERS_FILE"], [], (), "path",
-         "experimental: Python file defining `enrichers = [callable]` (keyword: a list or a path)"),
+         "experimental: Python file defining `enrichers = [callable]` (keyword: a list or a path)",
+         group="serving"),
 )
 # fmt: on
 
 OPTIONS_BY_KEY: dict[str, Option] = {o.key: o for o in OPTIONS}
 
-# camelCase SPEC.md names (and the nested-object spellings) → keyword names.
+# camelCase names (and the nested-object spellings) → keyword names.
 _CAMEL = {o.spec: o.key for o in OPTIONS if o.spec != "(none)"}
 _NESTED = {
     "cors": {
@@ -259,8 +269,15 @@ class ProxySettings:
     exp_bootstrap_authorization: str | None = None
     exp_server_side_sdk_config_tokens: tuple[str, ...] = ()
     exp_custom_enrichers: tuple[Callable[..., Any], ...] = ()
-    # Things noticed while loading that the logger should say once at start (DESIGN D1, deprecations).
+    # Things noticed while loading that the logger should say once at start (a variable shadowing its
+    # UNLEASH_* alias, deprecations).
     warnings: tuple[str, ...] = ()
+    # option key -> how the user gave it (`--port`, `PROXY_PORT`, a keyword), for messages after loading
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def named(self, key: str) -> str:
+        """The flag, variable or keyword that set `key` (its first variable when it is the default)."""
+        return self.sources.get(key) or OPTIONS_BY_KEY[key].label
 
     @property
     def accepted_client_keys(self) -> tuple[str, ...]:
@@ -268,10 +285,16 @@ class ProxySettings:
 
     @classmethod
     def load(
-        cls, options: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None
+        cls,
+        options: Mapping[str, Any] | None = None,
+        env: Mapping[str, str] | None = None,
+        written: Mapping[str, str] | None = None,
     ) -> ProxySettings:
-        """Resolve every option from `options` (keywords, CLI flags) and `env`; raise ConfigError."""
-        return _Loader(_normalise_keys(options or {}), os.environ if env is None else env).build()
+        """Resolve every option from `options` (keywords, CLI flags) and `env`; raise ConfigError naming the
+        option as the user wrote it: `written` maps an option key to its flag when `flagproxy proxy` got it
+        on the command line; a variable is named by its name, a keyword by itself."""
+        env = os.environ if env is None else env
+        return _Loader(_normalise_keys(options or {}), env, written or {}).build()
 
 
 def _normalise_keys(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -301,10 +324,15 @@ def _normalise_keys(options: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class _Loader:
-    def __init__(self, options: dict[str, Any], env: Mapping[str, str]) -> None:
+    def __init__(self, options: dict[str, Any], env: Mapping[str, str], written: Mapping[str, str]) -> None:
         self.options = options
         self.env = env
+        self.written = written
         self.warnings: list[str] = []
+        self.sources: dict[str, str] = {}  # option key -> the flag, variable or keyword that gave it
+
+    def named(self, key: str) -> str:
+        return self.sources.get(key) or OPTIONS_BY_KEY[key].label
 
     def build(self) -> ProxySettings:
         values: dict[str, Any] = {}
@@ -319,16 +347,23 @@ class _Loader:
         if not values["client_keys"]:
             self.warnings.append("proxySecrets / SERVICE_PROXY_SECRETS is deprecated; use clientKeys")
         if not is_http_url(values["service_url"]):
-            raise ConfigError(f"SERVICE_URL: {values['service_url']!r} is not an http:// or https:// URL")
+            raise ConfigError(
+                f"{self.named('service_url')}: {values['service_url']!r} is not an http:// or https:// URL"
+            )
         if values["exp_bootstrap_url"] and not is_http_url(values["exp_bootstrap_url"]):
-            raise ConfigError(f"EXP_BOOTSTRAP_URL: {values['exp_bootstrap_url']!r} is not an http(s) URL")
+            raise ConfigError(
+                f"{self.named('exp_bootstrap_url')}: {values['exp_bootstrap_url']!r} is not an http(s) URL"
+            )
         # The upstream client sends the token as the Authorization header, which a user:password in the URL
         # would contradict (aiohttp refuses every request); said at start, without echoing the password.
-        for key, name in (("service_url", "SERVICE_URL"), ("exp_bootstrap_url", "EXP_BOOTSTRAP_URL")):
+        for key, by in (
+            ("service_url", "SERVICE_API_TOKEN"),
+            ("exp_bootstrap_url", "EXP_BOOTSTRAP_AUTHORIZATION"),
+        ):
             if values[key] and has_credentials(values[key]):
                 raise ConfigError(
-                    f"{name}: a user or password in the URL is not supported; the upstream is authorized by "
-                    f"{'SERVICE_API_TOKEN' if key == 'service_url' else 'EXP_BOOTSTRAP_AUTHORIZATION'}"
+                    f"{self.named(key)}: a user or password in the URL is not supported; the upstream is "
+                    f"authorized by {by}"
                 )
         self.check_range("port", values, 1, 65535)
         self.check_range("refresh_interval", values, 1, None)
@@ -344,23 +379,24 @@ class _Loader:
             r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", values["client_keys_header_name"]
         ):
             raise ConfigError(
-                f"CLIENT_KEY_HEADER_NAME: {values['client_keys_header_name']!r} is not a header name"
+                f"{self.named('client_keys_header_name')}: {values['client_keys_header_name']!r} is not a "
+                "header name"
             )
         values["client_keys_header_name"] = values["client_keys_header_name"].lower()
         values["no_proxy"] = self.env.get("NO_PROXY") or self.env.get("no_proxy") or None
         values["warnings"] = tuple(self.warnings)
+        values["sources"] = self.sources
         return ProxySettings(**values)
 
-    @staticmethod
-    def check_range(key: str, values: dict[str, Any], low: int, high: int | None) -> None:
+    def check_range(self, key: str, values: dict[str, Any], low: int, high: int | None) -> None:
         value = values[key]
         if value < low or (high is not None and value > high):
-            option = OPTIONS_BY_KEY[key]
             bound = f"between {low} and {high}" if high is not None else f"at least {low}"
-            raise ConfigError(f"{option.label}: must be {bound}, got {value}")
+            raise ConfigError(f"{self.named(key)}: must be {bound}, got {value}")
 
     def resolve(self, option: Option) -> Any:
         if option.key in self.options and self.options[option.key] is not None:
+            self.sources[option.key] = self.written.get(option.key, option.key)
             return self.from_python(option, self.options[option.key])
         for name in option.env:
             raw = self.env.get(name)
@@ -368,15 +404,17 @@ class _Loader:
                 shadowed = [a for a in option.aliases if self.env.get(a) not in (None, "")]
                 if shadowed:
                     self.warnings.append(f"both {name} and {shadowed[0]} are set; using {name}")
+                self.sources[option.key] = name
                 return self.from_string(option, name, raw)
         for name in option.aliases:
             raw = self.env.get(name)
             if raw not in (None, ""):
+                self.sources[option.key] = name
                 return self.from_string(option, name, raw)
         return option.default
 
     def from_python(self, option: Option, value: Any) -> Any:
-        label = option.key
+        label = self.sources[option.key]
         if isinstance(value, str) and option.kind not in ("object",):
             return self.from_string(option, label, value)
         kind = option.kind

@@ -71,6 +71,17 @@ def test_help_lists_every_option_with_its_variable_and_default(mode: str) -> Non
         (["--upstream-url", "http://x", "--strict", "--dynamic"], {}, "--strict and --dynamic"),
         (["--upstream-url", "http://x", "--tokens", DEV_CLIENT, "--no-such"], {}, "--no-such"),
         (["offline"], {}, "--bootstrap-file"),
+        # A value out of range is named as written: the variable when it came from the environment
+        (
+            ["--upstream-url", "http://x", "--tokens", DEV_CLIENT],
+            {"FEATURES_REFRESH_INTERVAL_SECONDS": "0"},
+            "flagproxy edge: FEATURES_REFRESH_INTERVAL_SECONDS: must be at least 1",
+        ),
+        (
+            ["--upstream-url", "http://x", "--tokens", DEV_CLIENT, "--port", "0"],
+            {},
+            "flagproxy edge: --port: must be between 1 and 65535",
+        ),
         (
             ["offline", "--bootstrap-file", "/nonexistent.json", "--tokens", DEV_CLIENT],
             {},

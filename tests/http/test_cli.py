@@ -82,7 +82,7 @@ def test_help_lists_every_option_with_its_default(base_env):
         ({"CORS_CREDENTIALS": "sometimes"}, "CORS_CREDENTIALS: 'sometimes' is not a boolean"),
         ({"HTTPS_PROXY": "socks5://p:1080"}, "HTTPS_PROXY: 'socks5://p:1080' is not an http:// or https://"),
         ({"EXP_BOOTSTRAP_URL": "boot.json"}, "EXP_BOOTSTRAP_URL: 'boot.json' is not an http(s) URL"),
-        ({"PROXY_PORT": "0"}, "PORT: must be between 1 and 65535"),
+        ({"PROXY_PORT": "0"}, "flagproxy proxy: PROXY_PORT: must be between 1 and 65535"),
     ],
 )
 def test_bad_configuration_is_one_line_and_exit_2(base_env, env, message):
@@ -107,8 +107,18 @@ COMPLETE = {"SERVICE_URL": "http://x/api", "SERVICE_API_TOKEN": "t", "SERVICE_PR
         (["--workers", "0"], "argument --workers: '0' is not a whole number of at least 1"),
         (["--workers", "two"], "argument --workers: 'two' is not a whole number of at least 1"),
         (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
-        (["--port", "http"], "port: 'http' is not a whole number"),
-        (["--host", "no.such.host.invalid"], "PROXY_HOST: cannot listen on 'no.such.host.invalid'"),
+        # Named as written: the flag, not the variable or the keyword
+        (["--port", "http"], "flagproxy proxy: --port: 'http' is not a whole number"),
+        (["--port", "0"], "flagproxy proxy: --port: must be between 1 and 65535"),
+        (["--refresh-interval", "0"], "flagproxy proxy: --refresh-interval: must be at least 1"),
+        (
+            ["--service-url", "ftp://x"],
+            "flagproxy proxy: --service-url: 'ftp://x' is not an http:// or https://",
+        ),
+        (
+            ["--host", "no.such.host.invalid"],
+            "flagproxy proxy: --host: cannot listen on 'no.such.host.invalid'",
+        ),
     ],
 )
 def test_bad_flags_are_one_line_and_exit_2(base_env, args, message):
@@ -117,6 +127,33 @@ def test_bad_flags_are_one_line_and_exit_2(base_env, args, message):
     assert result.stderr.count("\n") == 1, result.stderr
     assert message in result.stderr
     assert "Traceback" not in result.stderr and "usage:" not in result.stderr
+
+
+@pytest.mark.parametrize("command", [["proxy"], ["edge"], ["edge", "offline"]], ids=" ".join)
+def test_help_lists_the_options_in_groups(command):
+    # One flat list of 44 options was hard to read: each option sits under its table entry's group, the
+    # groups in one order for both commands.
+    from flagproxy.edge.settings import OPTIONS as EDGE_OPTIONS
+    from flagproxy.http.command_line import OPTION_GROUPS
+
+    text = subprocess.run(
+        [sys.executable, "-m", "flagproxy", *command, "--help"], capture_output=True, text=True, timeout=30,
+        env={**os.environ, "COLUMNS": "200"},
+    ).stdout  # fmt: skip
+    titles = [title for title in OPTION_GROUPS.values() if f"\n{title}:\n" in text]
+    assert [text.index(f"\n{t}:\n") for t in titles] == sorted(text.index(f"\n{t}:\n") for t in titles)
+    sections = {title: text.split(f"\n{title}:\n", 1)[1].split("\n\n", 1)[0] for title in titles}
+    table = OPTIONS if command == ["proxy"] else EDGE_OPTIONS
+    mode = command[-1] if command[-1] == "offline" else "edge"
+    listed = [o for o in table if (o.env if command == ["proxy"] else mode in o.modes)]
+    assert listed
+    for option in listed:
+        flag = "--" + option.key.replace("_", "-")
+        assert option.group in OPTION_GROUPS, option.key
+        assert f"  {flag}" in sections[OPTION_GROUPS[option.group]], (option.key, option.group)
+    if command == ["proxy"]:
+        assert "  --workers N" in sections[OPTION_GROUPS["workers"]]
+    assert len(text.splitlines()) < (200 if command == ["proxy"] else 120)  # the usage line is one line
 
 
 def test_a_port_in_use_is_one_line_and_exit_2(base_env):
@@ -129,6 +166,13 @@ def test_a_port_in_use_is_one_line_and_exit_2(base_env):
     assert (
         result.stderr == f"flagproxy proxy: PORT: cannot listen on 0.0.0.0:{port}: Address already in use\n"
     )
+    with socket.socket() as taken:  # given as a flag, named as the flag
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_cli(["--port", str(port)], {**base_env, **COMPLETE})
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"flagproxy proxy: --port: cannot listen on 0.0.0.0:{port}: ")
 
 
 def test_an_instance_folder_of_another_user_is_one_line_and_exit_2(base_env, tmp_path):
