@@ -67,7 +67,10 @@ def main(argv: list[str]) -> int:
         return 2
     from flagproxy.http.serving import cannot_listen
 
-    problem = cannot_listen(settings.interface, settings.port, "--interface", "--port")
+    given = settings.sources
+    problem = cannot_listen(
+        settings.interface, settings.port, given.get("interface", "--interface"), given.get("port", "--port")
+    )
     if problem:
         print(f"{PROG}: {problem}", file=sys.stderr)
         return 2

@@ -162,6 +162,8 @@ class EdgeSettings:
     cors_credentials: bool = False
     cors_options_success_status: int = 204
     cors_preflight_continue: bool = False
+    # option key -> the flag or variable it was given by, so a later message names what the user wrote
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def strict(self) -> bool:
@@ -187,7 +189,8 @@ def _load(options: dict[str, Any], env: Mapping[str, str], mode: str) -> EdgeSet
         label = option.flag
         if raw is None:
             raw, label = env.get(option.env), option.env
-        named[option.key] = label
+        if raw not in (None, ""):
+            named[option.key] = label
         values[option.key] = option.default if raw in (None, "") else _convert(option, label, str(raw))
     if mode == EDGE:
         if not values["upstream_url"]:
@@ -228,7 +231,7 @@ def _load(options: dict[str, Any], env: Mapping[str, str], mode: str) -> EdgeSet
         values["trust_proxy"] = TrustProxy()
     if not values.get("instance_id"):
         values["instance_id"] = f"flagproxy-edge@{uuid.uuid4().hex}"
-    return EdgeSettings(**values)
+    return EdgeSettings(**values, sources={key: named[key] for key in named if key in values})
 
 
 def _convert(option: Option, label: str, raw: str) -> Any:

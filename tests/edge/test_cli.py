@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -96,6 +97,20 @@ def test_a_bad_option_is_one_line_and_exit_2(args: list[str], env: dict[str, str
     assert len(lines) == 1 and names in lines[0], answer.stderr
     assert "Traceback" not in answer.stderr
     assert DEV_CLIENT.split(".")[1] not in answer.stderr  # never a secret
+
+
+def test_a_taken_port_is_named_as_given() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        by_flag = run("--upstream-url", "http://x", "--tokens", DEV_CLIENT, "--port", port, "-i", "127.0.0.1")
+        by_env = run(
+            "--upstream-url", "http://x", "--tokens", DEV_CLIENT, env={"PORT": port, "INTERFACE": "127.0.0.1"}
+        )
+    assert by_flag.returncode == by_env.returncode == 2, (by_flag, by_env)
+    assert by_flag.stderr.startswith(f"flagproxy edge: --port: cannot listen on 127.0.0.1:{port}: ")
+    assert by_env.stderr.startswith(f"flagproxy edge: PORT: cannot listen on 127.0.0.1:{port}: ")
 
 
 def test_start_up_tokens_the_upstream_refuses_stop_the_start(upstream_server: ServerProcess) -> None:
