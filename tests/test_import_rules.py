@@ -23,7 +23,7 @@ PACKAGE = ROOT / "flagproxy"
 ENGINE = ["snapshot.py", "evaluator.py", "_eval_py.py", "_murmur_py.py", "strategies.py", "compiler"]
 WEB_AND_DATABASE = ["sanic", "sanic_ext", "aiohttp", "psycopg", "psycopg_pool", "sqlite3"]
 PRODUCTS = ["flagproxy.proxy", "flagproxy.edge", "flagproxy.server"]
-SHARED = ["http", "instance", "sync", "options.py"]
+SHARED = ["http", "instance", "sync", "options.py", "tokens.py"]
 
 
 @dataclass(frozen=True)
@@ -153,13 +153,19 @@ def test_the_shared_layers_import_no_product() -> None:
     assert _violations(_of(*SHARED), PRODUCTS) == []
 
 
+def test_the_shared_http_layer_stands_on_the_engine_alone() -> None:
+    # The layers' order (ARCHITECTURE.md): the instance and sync code may use http/, not the other way.
+    assert _violations(_of("http", "options.py", "tokens.py"), ["flagproxy.instance", "flagproxy.sync"]) == []
+
+
 def test_the_sync_code_serves_nothing() -> None:
     assert _violations(_of("sync"), ["sanic", "flagproxy.http"]) == []
 
 
-def test_proxy_and_edge_never_import_each_other() -> None:
+def test_proxy_and_edge_never_import_each_other_nor_the_server() -> None:
     assert _violations(["flagproxy.proxy"], ["flagproxy.edge"]) == []
     assert _violations(["flagproxy.edge"], ["flagproxy.proxy"]) == []
+    assert _violations(["flagproxy.proxy", "flagproxy.edge"], ["flagproxy.server"]) == []
 
 
 def test_the_server_imports_neither_product_and_reaches_the_engine_through_the_snapshot_only() -> None:

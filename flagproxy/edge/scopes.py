@@ -21,8 +21,8 @@ import orjson
 from flagproxy.edge.feeds import Scope, covers, feed_file, index_stamp, read_index, scope_name
 from flagproxy.edge.tokens import ALL_PROJECTS, EdgeToken
 from flagproxy.http.etag import weak_etag
-from flagproxy.http.response_cache import ResponseCache
 from flagproxy.instance.follower import FollowedDocument, install_published
+from flagproxy.instance.response_cache import ResponseCache
 from flagproxy.instance.store import ServedSnapshot, SnapshotStore
 from flagproxy.sync.publication import Publication, Published
 

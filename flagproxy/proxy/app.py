@@ -39,13 +39,13 @@ from flagproxy.http.cors import CorsPolicy
 from flagproxy.http.errors import ClientError, type_error
 from flagproxy.http.etag import none_match, weak_etag
 from flagproxy.http.logger import make_logger
-from flagproxy.http.response_cache import ResponseCache
 from flagproxy.http.series import CONTENT_TYPE as PROMETHEUS_TYPE
 from flagproxy.http.series import RequestSeries, preflight_or_fallback
 from flagproxy.http.serving import answer_can_arrive, guard_worker_signals
 from flagproxy.http.trust import remote_address_of
 from flagproxy.instance.follower import Follower
 from flagproxy.instance.leader import Instance, stop_sync
+from flagproxy.instance.response_cache import ResponseCache
 from flagproxy.instance.store import ServedSnapshot, SnapshotStore
 from flagproxy.proxy.auth import KeyRing
 from flagproxy.proxy.docs_page import build_docs_page

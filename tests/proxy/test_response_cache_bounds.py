@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from flagproxy.http.response_cache import _SEEN_LIMIT, CACHE_NEVER, CACHE_SNAPSHOT, ResponseCache
+from flagproxy.instance.response_cache import _SEEN_LIMIT, CACHE_NEVER, CACHE_SNAPSHOT, ResponseCache
 
 SNAPSHOT, NEXT_SNAPSHOT = object(), object()
 
