@@ -91,6 +91,14 @@ class EdgeCollector:
         known.add_metric(["valid"], leader.get("valid", 0))
         known.add_metric(["invalid"], leader.get("invalid", 0))
         yield known
+        refused = CounterMetricFamily(
+            "flagproxy_refused_documents",
+            "Features documents refused whole (upstream feeds, the backup, the bootstrap file), by reason.",
+            labels=["reason"],
+        )
+        for reason, count in sorted(leader.get("refused", {}).items()):
+            refused.add_metric([reason], count)
+        yield refused
         yield CounterMetricFamily(
             "edge_token_validation_requests",
             "Calls to the upstream's /edge/validate.",

@@ -24,7 +24,7 @@ import orjson
 from flagproxy.edge.tokens import ALL_PROJECTS
 from flagproxy.instance.store import compile_image, return_free_memory
 from flagproxy.sync.backup import FileStorageProvider
-from flagproxy.sync.documents import flag_count
+from flagproxy.sync.documents import DocumentError, flag_count
 from flagproxy.sync.publication import Publication
 
 Scope = tuple[str, tuple[str, ...]]  # (environment, sorted projects or ("*",))
@@ -78,6 +78,9 @@ class Feeds:
         self.hydrated: dict[Scope, asyncio.Event] = {}
         self.flags: dict[Scope, int] = {}  # how many flags each feed's latest document holds
         self.backup = FileStorageProvider(backup_folder) if backup_folder else None
+        # Features documents refused whole, by reason (flagproxy/sync/documents.py): served at
+        # /internal-backstage/metrics as flagproxy_refused_documents_total, as the proxy does.
+        self.refused: dict[str, int] = {}
         self._write_index()  # none yet: workers see the leader has started
 
     def add_feed(self, scope: Scope) -> None:
@@ -109,6 +112,8 @@ class Feeds:
             image: bytes | None = compile_image(payload, logger=self.logger)
         except ValueError as exc:
             self.logger.error(f"The features of {scope_name(feed)} could not be used: {exc}")
+            if isinstance(exc, DocumentError):
+                self.count_refusal(exc.reason)
             return False
         except Exception as exc:  # the workers compile it themselves: slower, still right
             self.logger.warn(f"The workers compile the features of {scope_name(feed)} themselves: {exc!r}")
@@ -120,6 +125,9 @@ class Feeds:
         if save and self.backup is not None:
             self.backup.set(_backup_key(feed), {"scope": [feed[0], list(feed[1])], "features": payload})
         return True
+
+    def count_refusal(self, reason: str) -> None:
+        self.refused[reason] = self.refused.get(reason, 0) + 1
 
     def touch(self, feed: Scope) -> None:
         """The upstream answered 304 for `feed`."""

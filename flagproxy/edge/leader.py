@@ -155,6 +155,7 @@ class EdgeLeader:
             "invalid": len(self.validator.invalid),
             "validations": self.validator.upstream_calls,
             "batchesSent": 0 if sync is None else sync.sender.posts,
+            "refused": self.feeds.refused,
         }
 
 

@@ -26,7 +26,12 @@ from flagproxy.sync.documents import DocumentError, check_document, is_features_
 
 
 class BootstrapError(ValueError):
-    """The bootstrap file cannot be served; the text says why."""
+    """The bootstrap file cannot be served; the text says why. `refused`: the reason when a document in
+    it was refused whole (flagproxy/sync/documents.py's reasons), for the refused documents counter."""
+
+    def __init__(self, message: str, refused: str | None = None) -> None:
+        super().__init__(message)
+        self.refused = refused
 
 
 def read_bootstrap(path: str) -> tuple[bytes, dict[str, dict[str, Any]] | dict[str, Any]]:
@@ -58,7 +63,7 @@ def _check(path: str, document: Any, environment: str | None) -> None:
         check_document(document)
     except DocumentError as exc:
         which = f"the features of environment {environment!r}" if environment is not None else "its features"
-        raise BootstrapError(f"{path}: {which} were refused whole: {exc}") from None
+        raise BootstrapError(f"{path}: {which} were refused whole: {exc}", exc.reason) from None
 
 
 class OfflineSource:
@@ -86,9 +91,11 @@ class OfflineSource:
         try:
             raw, document = read_bootstrap(self.path)
         except BootstrapError as exc:
-            if str(exc) != self.trouble:
+            if str(exc) != self.trouble:  # one line, and one refusal counted, per change of the file
                 self.logger.error(f"Bootstrap file: {exc}; keeping the last good flags")
                 self.trouble = str(exc)
+                if exc.refused is not None:
+                    feeds.count_refusal(exc.refused)
             return False
         digest = hashlib.sha256(raw).digest()
         if digest == self.digest:

@@ -60,6 +60,7 @@ class Feed:
             logger=logger,
             token_label=f"the --tokens token {masked(token.secret)}",
             url_label=EDGE_URL_LABEL,
+            on_result=self._fetched,
         )
         self.task: asyncio.Task[None] | None = None
         self.last_refresh: str | None = None
@@ -68,6 +69,11 @@ class Feed:
     async def _update(self, payload: dict[str, Any]) -> bool:
         self.last_refresh = self.last_check = iso_now()
         return self.feeds.publish(self.scope, payload)
+
+    def _fetched(self, result: Any, accepted: bool) -> None:
+        refused = getattr(result, "refused", None)  # a 200 whose document was refused whole
+        if refused is not None:
+            self.feeds.count_refusal(refused)
 
     def _not_modified(self) -> None:
         self.last_check = iso_now()

@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from tests.edge.harness import CountingUpstream, EdgeProcess, edge, features_doc
 from tests.edge.test_offline import write
 
@@ -41,6 +43,18 @@ def served(process: EdgeProcess) -> tuple[Any, ...]:
     return tuple(answers)
 
 
+def refused(process: EdgeProcess) -> dict[str, float]:
+    """flagproxy_refused_documents_total by reason, as Prometheus reads /internal-backstage/metrics."""
+    status, _, body = process.get("/internal-backstage/metrics")
+    assert status == 200, body
+    return {
+        sample.labels["reason"]: sample.value
+        for family in text_string_to_metric_families(body.decode())
+        for sample in family.samples
+        if sample.name == "flagproxy_refused_documents_total"
+    }
+
+
 def feature_polls(upstream: CountingUpstream) -> int:
     return sum(1 for r in upstream.requests if r["path"] == "/api/client/features")
 
@@ -63,6 +77,7 @@ def test_a_feed_document_of_the_wrong_type_is_refused_whole(counting: CountingUp
                 assert time.monotonic() < deadline, "the feed stopped polling"
                 time.sleep(0.1)
             assert served(process) == good, path
+        assert refused(process)["wrong_type"] >= 3 * len(BAD)  # each poll met a refused document
         counting.documents[CLIENT] = features_doc(("third", "default", True))
         deadline = time.monotonic() + 30
         while b'"third"' not in served(process)[1][2]:
@@ -94,6 +109,7 @@ def test_an_offline_file_of_the_wrong_type_is_refused_whole(tmp_path: Path) -> N
         write(path, {"development": GOOD, "production": {"version": 2, "features": [{"name": 1}]}})
         seen += process.read_until("environment 'production'")
         assert served(process) == good
+        assert refused(process) == {"wrong_type": len(BAD) + 1}  # once per change of the file
     finally:
         seen += "".join(process.stop())
     said = [line for line in seen.splitlines() if "refused whole" in line and line.startswith("ERROR")]
