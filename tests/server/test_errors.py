@@ -70,6 +70,7 @@ def _admin_operations(api: Api) -> list[tuple[str, str, bool]]:
 VALID_BODIES: dict[str, Any] = {
     "/api/admin/api-tokens": {"tokenName": "t", "type": "client"},
     "/api/admin/projects": {"id": "p", "name": "P"},
+    "/api/admin/projects/{project_id}": {"name": "P"},
     "/api/admin/environments": {"name": "e", "type": "test"},
     "/api/admin/segments": {"name": "s", "constraints": []},
     "/api/admin/playground": {"environment": "development", "context": {}},

@@ -7,6 +7,7 @@ The hash string carries its own parameters; `needs_rehash` lets a login upgrade 
 from __future__ import annotations
 
 import re
+from functools import cache
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
@@ -14,8 +15,14 @@ from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatc
 MIN_LENGTH = 10
 MAX_LENGTH = 256  # argon2 takes any length; a bound keeps a login from being a CPU sink
 _hasher = PasswordHasher()
-# Verified against when no user matched, so an unknown email costs a login as much as a known one.
-_DUMMY_HASH = _hasher.hash("flagproxy-no-such-user-password")
+
+
+@cache
+def _dummy_hash() -> str:
+    """Verified against when no user matched, so an unknown email costs a login as much as a known one.
+    Made at the first sign-in, not at import: a hash costs 64 MiB and half a second of CPU, and every
+    server process (the main one and each worker) imports this module at start."""
+    return _hasher.hash("flagproxy-no-such-user-password")
 
 
 def weakness(password: str) -> str | None:
@@ -41,7 +48,7 @@ def hash_password(password: str) -> str:
 def verify(password_hash: str | None, password: str) -> bool:
     """Whether `password` matches; with no hash (unknown user, no password set) the same work is done."""
     try:
-        return _hasher.verify(password_hash or _DUMMY_HASH, password) and password_hash is not None
+        return _hasher.verify(password_hash or _dummy_hash(), password) and password_hash is not None
     except (VerifyMismatchError, VerificationError, InvalidHashError):
         return False
 
