@@ -123,7 +123,7 @@ class EdgeApp:
             self.instance = Instance.create()
         instance = self.instance
         if self.parent_pid is None:
-            self.leader = EdgeLeader(self.settings, instance, self.logger)
+            self.leader = EdgeLeader(self.settings, instance, self.logger, compile_apart=True)
             await self.leader.start()
         self.scopes.directory = instance.directory
         self.link.path = instance.channel_path

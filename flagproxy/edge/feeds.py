@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from flagproxy.edge.tokens import ALL_PROJECTS
+from flagproxy.instance.compiler import ImageCompiler
 from flagproxy.instance.store import compile_image, return_free_memory
 from flagproxy.sync.backup import FileStorageProvider
 from flagproxy.sync.documents import DocumentError, flag_count
@@ -71,9 +72,14 @@ def index_stamp(directory: str) -> tuple[int, int] | None:
 class Feeds:
     """Every feed's latest document as the leader publishes it; what edge/sync.py and offline.py feed."""
 
-    def __init__(self, directory: str, logger: Any, backup_folder: str | None = None) -> None:
+    def __init__(
+        self, directory: str, logger: Any, backup_folder: str | None = None, *, compile_apart: bool = False
+    ) -> None:
         self.directory = directory
         self.logger = logger
+        # A leader on a serving loop (`--workers 1`) compiles a served feed's changes in a process of its
+        # own (flagproxy/instance/compiler.py), so answers go on from the old snapshot meanwhile.
+        self.compiler = ImageCompiler((), logger, apart=lambda: compile_apart)
         self.feeds: dict[Scope, Publication] = {}  # scopes something syncs (hydrated or not)
         self.hydrated: dict[Scope, asyncio.Event] = {}
         self.flags: dict[Scope, int] = {}  # how many flags each feed's latest document holds
@@ -110,21 +116,49 @@ class Feeds:
         self.add_feed(feed)
         try:
             image: bytes | None = compile_image(payload, logger=self.logger)
-        except ValueError as exc:
+            return_free_memory()  # what the compile freed: the leader serves nothing from it
+        except Exception as exc:
+            if self._refused(feed, exc):
+                return False
+            image = None
+        return self._published(feed, payload, image, source, save)
+
+    async def update(self, feed: Scope, payload: dict[str, Any]) -> bool:
+        """A feed's new document from the upstream, as `publish`; once the feed is served, compiled apart
+        from a serving loop the leader shares (`compile_apart`)."""
+        if feed not in self.feeds or self.feeds[feed].stamp() is None:
+            return self.publish(feed, payload)  # nothing served from it yet: no one waits
+        try:
+            image: bytes | None = await self.compiler.compile(payload)
+        except Exception as exc:
+            if self._refused(feed, exc):
+                return False
+            image = None
+        return self._published(feed, payload, image, "upstream", True)
+
+    def _refused(self, feed: Scope, exc: Exception) -> bool:
+        """A compile that failed: True when the document is refused (no features document, or of the wrong
+        types), False when only the image is missing (the workers compile it themselves: slower, right)."""
+        if isinstance(exc, ValueError):
             self.logger.error(f"The features of {scope_name(feed)} could not be used: {exc}")
             if isinstance(exc, DocumentError):
                 self.count_refusal(exc.reason)
-            return False
-        except Exception as exc:  # the workers compile it themselves: slower, still right
-            self.logger.warn(f"The workers compile the features of {scope_name(feed)} themselves: {exc!r}")
-            image = None
-        return_free_memory()  # what the compile freed: the leader serves nothing from it
+            return True
+        self.logger.warn(f"The workers compile the features of {scope_name(feed)} themselves: {exc!r}")
+        return False
+
+    def _published(
+        self, feed: Scope, payload: dict[str, Any], image: bytes | None, source: str, save: bool
+    ) -> bool:
         self.feeds[feed].publish(payload, source, image)
         self.flags[feed] = flag_count(payload)
         self.hydrated[feed].set()
         if save and self.backup is not None:
             self.backup.set(_backup_key(feed), {"scope": [feed[0], list(feed[1])], "features": payload})
         return True
+
+    def close(self) -> None:
+        self.compiler.close()
 
     def count_refusal(self, reason: str) -> None:
         self.refused[reason] = self.refused.get(reason, 0) + 1

@@ -37,12 +37,16 @@ READY_CHECK_SECONDS = 0.1  # how often the ready line's task looks whether the i
 
 
 class EdgeLeader:
-    def __init__(self, settings: EdgeSettings, instance: Instance, logger: Any) -> None:
+    def __init__(
+        self, settings: EdgeSettings, instance: Instance, logger: Any, *, compile_apart: bool = False
+    ) -> None:
         self.settings = settings
         self.instance = instance
         self.logger = logger
         self.offline = settings.mode == OFFLINE
-        self.feeds = Feeds(instance.directory, logger, None if self.offline else settings.backup_folder)
+        backup = None if self.offline else settings.backup_folder
+        # `compile_apart`: this leader shares its process with a serving loop (flagproxy/edge/app.py).
+        self.feeds = Feeds(instance.directory, logger, backup, compile_apart=compile_apart)
         self.usage = EdgeUsage()
         self.sync: Any = None
         self.source: OfflineSource | None = None
@@ -100,6 +104,7 @@ class EdgeLeader:
             left = self.usage.handoff()
             if left is not None:
                 self.instance.spool.hand_off_document(left)
+        self.feeds.close()  # the compile process, if one was started
 
     # ---- what workers ask ---------------------------------------------------------------------------
 

@@ -68,7 +68,7 @@ class Feed:
 
     async def _update(self, payload: dict[str, Any]) -> bool:
         self.last_refresh = self.last_check = iso_now()
-        return self.feeds.publish(self.scope, payload)
+        return await self.feeds.update(self.scope, payload)
 
     def _fetched(self, result: Any, accepted: bool) -> None:
         refused = getattr(result, "refused", None)  # a 200 whose document was refused whole
