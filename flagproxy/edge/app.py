@@ -27,7 +27,7 @@ from sanic import HTTPResponse, Request, Sanic
 from sanic.exceptions import BadRequest, MethodNotAllowed, NotFound, PayloadTooLarge
 
 from flagproxy.edge.access import Gate, Refusal
-from flagproxy.edge.leader import EdgeLeader, EdgeLink
+from flagproxy.edge.leader import EdgeLeader, EdgeLink, Revocations
 from flagproxy.edge.offline import OfflineSource
 from flagproxy.edge.scopes import Scopes, ServedScope
 from flagproxy.edge.settings import OFFLINE, EdgeSettings
@@ -128,20 +128,20 @@ class EdgeApp:
         self.scopes.directory = instance.directory
         self.link.path = instance.channel_path
         self.request_series.start(instance.series_directory)
+        watched: list[Any] = []
+        if not self.offline:
+            # The leader says when its revalidation refused a token; this worker then asks it about every
+            # token it knows (answered from the leader's cache), so a revoked token stops working here too.
+            watched.append(Revocations(instance.directory, self.validator.revalidate))
         self.follower = InstanceFollower(
-            self.scopes.documents,
+            lambda: [*self.scopes.documents(), *watched],
             self._hand_off,
             self.logger,
             parent_pid=self.parent_pid,
             on_orphaned=lambda: app.stop(terminate=False),
         )
         self.follower.load()  # before the first connection: a late worker serves the current revisions
-        loop = asyncio.get_running_loop()
-        self.tasks.append(loop.create_task(self.follower.run()))
-        if not self.offline:
-            # Asks the leader, which answers from its cache: a token it found revoked stops working here.
-            interval = self.settings.token_revalidation_interval_seconds
-            self.tasks.append(loop.create_task(self.validator.run_revalidation(interval)))
+        self.tasks.append(asyncio.get_running_loop().create_task(self.follower.run()))
 
     def _hand_off(self) -> None:
         """This worker's usage to the leader's one usage stream (offline there is none: kept, bounded)."""

@@ -7,6 +7,9 @@ process of `--workers N`, and on the app's own loop with one worker):
   project set, published for every worker (flagproxy/edge/feeds.py), revalidation, and the one usage
   stream upstream, fed by every worker's hand-offs (flagproxy/sync/spool.py) before each send;
 - offline: the bootstrap file read and reloaded (flagproxy/edge/offline.py), published the same way;
+- `revoked` in the instance folder, touched when its revalidation refuses a token: every worker then
+  asks it again about the tokens it knows (answered from the cache), so a revoked token stops working on
+  every worker at once;
 - the channel (flagproxy/instance/channel.py) on which workers ask it about a token they have not seen
   (`validate`: answered from the leader's validation cache, so a new token costs the upstream one
   `/edge/validate` for the whole instance), have a token's scope synced (`follow`, --dynamic), and ask
@@ -20,6 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -58,8 +63,14 @@ class EdgeLeader:
 
             self.sync = EdgeSync(settings, self.feeds, self.usage, logger, gather_usage=self.gather_usage)
             self.validator = self.sync.validator
+            self.validator.on_revoked = self._say_revoked
         self.channel = ChannelServer(instance.channel_path, self.answer, logger)
         self.tasks: list[asyncio.Task[Any]] = []
+
+    def _say_revoked(self) -> None:
+        with open(revocations_path(self.instance.directory), "wb"):
+            pass
+        os.utime(revocations_path(self.instance.directory))
 
     def gather_usage(self) -> None:
         self.instance.spool.collect_documents(self.usage.take_handoff)
@@ -162,6 +173,34 @@ class EdgeLeader:
             "batchesSent": 0 if sync is None else sync.sender.posts,
             "refused": self.feeds.refused,
         }
+
+
+def revocations_path(directory: str) -> str:
+    return os.path.join(directory, "revoked")
+
+
+class Revocations:
+    """A worker's watch on the leader's `revoked` file (flagproxy/instance/follower.py calls `load` with the
+    feeds' files): when it changes, the worker asks the leader again about every token it knows."""
+
+    def __init__(self, directory: str, revalidate: Callable[[], Awaitable[Any]]) -> None:
+        self.path = revocations_path(directory)
+        self.revalidate = revalidate
+        self.stamp = self._stamp()
+        self.task: asyncio.Task[Any] | None = None
+
+    def _stamp(self) -> int | None:
+        try:
+            return os.stat(self.path).st_mtime_ns
+        except FileNotFoundError:
+            return None
+
+    def load(self) -> bool:
+        stamp = self._stamp()
+        if stamp != self.stamp and (self.task is None or self.task.done()):
+            self.stamp = stamp
+            self.task = asyncio.get_running_loop().create_task(self.revalidate())
+        return False  # nothing installed
 
 
 class EdgeLink:

@@ -58,6 +58,7 @@ class TokenValidator:
         self.flushing: set[asyncio.Task[None]] = set()  # held so they are not collected mid-flight
         self.upstream_calls = 0
         self.on_change: Callable[[], None] | None = None  # the set of valid tokens changed (backup)
+        self.on_revoked: Callable[[], None] | None = None  # a revalidation refused a known token
         for token in trusted:
             self.known[token_key(token.secret)] = token
 
@@ -218,6 +219,8 @@ class TokenValidator:
                     self.logger.info(f"Token {masked(token.secret)} is no longer valid upstream")
         if self.on_change is not None:
             self.on_change()
+        if revoked and self.on_revoked is not None:
+            self.on_revoked()
         return revoked
 
     async def run_revalidation(self, interval_seconds: int) -> None:

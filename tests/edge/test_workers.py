@@ -141,6 +141,32 @@ def test_a_new_token_is_validated_once_for_every_worker(running, stub):
     assert f"edge_token_validation_requests_total {calls - 1}" in body.decode()
 
 
+def test_a_token_revoked_upstream_stops_working_on_every_worker(stub):
+    process = start(stub, "--token-revalidation-interval-seconds", "1")
+    try:
+        revoked = stub.add("*:development.revoked-later", "frontend", "development", ["*"])
+
+        def statuses_by_worker() -> dict[int, int]:
+            found: dict[int, int] = {}
+            deadline = time.monotonic() + 10
+            while len(found) < WORKERS:
+                assert time.monotonic() < deadline, f"only {sorted(found)} answered"
+                status, _, _, worker = ask(process, "GET", "/api/frontend", revoked)
+                if worker is not None:
+                    found[worker] = status
+            return found
+
+        assert set(statuses_by_worker().values()) == {200}  # each worker knows it now
+        del stub.tokens[revoked]
+        deadline = time.monotonic() + 15
+        while set(statuses_by_worker().values()) != {403}:
+            assert time.monotonic() < deadline, "a worker still accepts the revoked token"
+            time.sleep(0.2)
+    finally:
+        output = process.stop(signal.SIGTERM)
+    assert process.popen.returncode == 0 and "Traceback" not in "".join(output), output
+
+
 def test_usage_from_every_worker_arrives_once(running, stub):
     sent = post_usage_on_every_worker(running, 30)
     wait_until(lambda: usage_total(stub) == sent, 10, "usage never arrived in full")
