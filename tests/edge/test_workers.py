@@ -126,15 +126,16 @@ def test_a_new_token_is_validated_once_for_every_worker(running, stub):
         thread.start()
     for thread in threads:
         thread.join(30)
-    assert sorted({(t, s) for t, s, _ in answers}) == sorted([*((t, 200) for t in tokens), (invalid, 403)])
-    assert {w for _, _, w in answers} - {None} == listening_workers(running)  # both workers asked
+    expected = sorted([*((t, 200) for t in tokens), (invalid, 403)])
+    assert sorted({(t, s) for t, s, _ in answers}) == expected, answers
+    assert {w for _, _, w in answers} - {None} == listening_workers(running), answers  # both asked
     for token in [*tokens, invalid]:
         assert stub.asked.count(token) == 1, (token, stub.asked)
     # Later requests on any worker are answered from the cache: the upstream is not asked again.
     calls = stub.validate_calls
     for token in [*tokens, invalid] * 4:
         ask(running, "GET", "/api/frontend", token)
-    assert stub.validate_calls == calls
+    assert stub.validate_calls == calls, stub.asked
     _, _, body, _ = ask(running, "GET", "/internal-backstage/metrics", FRONTEND)
     # The leader's count, whichever worker answers: every call but the command's check of --tokens, made
     # before the instance starts.
