@@ -262,3 +262,30 @@ def test_window_exceeded_hydrates_and_delta_can_be_turned_off(
 def test_client_tokens_only(server: ServerProcess) -> None:
     assert server.api(None).get("/api/client/delta").status == 401
     assert server.api().get("/api/client/delta").status == 403  # an admin token
+
+
+def test_a_deleted_parent_updates_its_children(api: Api) -> None:
+    # The dependency row goes by the database's cascade, not by a route that names the child: the delta
+    # log still sees the child change (its triggers list every feature a write touched). The parent's
+    # deletion touches no feature still served but the child; served segments stay as they were.
+    prefix = unique("cascade")
+    parent, child, user = f"{prefix}-parent", f"{prefix}-child", f"{prefix}-user"
+    api.create_feature(parent)
+    api.create_feature(child)
+    # A segment some other feature uses stays served throughout: no segment event may appear.
+    segment = api.create_segment(
+        unique("kept"), [{"contextName": "userId", "operator": "IN", "values": ["1"]}]
+    )
+    api.create_feature(user)
+    api.add_strategy(user, {"name": "default", "segments": [segment["id"]]})
+    answer = api.post(f"/api/admin/projects/default/features/{child}/dependencies", {"feature": parent})
+    assert answer.status == 200, answer.body
+    etag = delta(api, query=f"?namePrefix={prefix}").headers["etag"]
+    api.delete(f"/api/admin/projects/default/features/{parent}")
+    assert api.delete(f"/api/admin/archive/{parent}").status == 200
+    found = events(delta(api, etag, f"?namePrefix={prefix}"))
+    assert kinds(found) == [("feature-removed", parent), ("feature-updated", child)]
+    assert "dependencies" not in found[1]["feature"]
+    assert (
+        found[1]["feature"] == api.client_features(query=f"?namePrefix={child}", spec="5.2.0")["features"][0]
+    )

@@ -1,14 +1,15 @@
 """Recording what a change did to the client API, in the transaction that makes it.
 
 Every unit of work that may alter served data (`routes.common.changing`) calls `record` at its end. It
-renders every feature in every environment and every segment as the client API serves them and compares
-each with the digest the log last kept: whatever differs is an event, numbered with the next revision, and
-only then is the data revision bumped to it. This is the one place that decides whether what is served
-changed: comparing what is served, not which route ran, means every kind of change (admin API, the console
-through it, project and segment edits) appears once, and a write that changes nothing served appears not
-at all and leaves the revision (and the client API's ETag) as it was. The unit takes the revision row's
-lock first, so events are numbered and committed in one order on both backends: a reader that sees
-revision N sees every event up to N.
+renders the features the unit wrote (database triggers list them in `delta_dirty`: any write to a table
+the client API serves from, whichever code made it) in every environment, and every served segment, as the
+client API serves them, and compares each with the digest the log last kept: whatever differs is an event,
+numbered with the next revision, and only then is the data revision bumped to it. This is the one place
+that decides whether what is served changed: comparing what is served, not which route ran, means every
+kind of change (admin API, the console through it, project and segment edits) appears once, and a write
+that changes nothing served appears not at all and leaves the revision (and the client API's ETag) as it
+was. The unit takes the revision row's lock first, so events are numbered and committed in one order on
+both backends: a reader that sees revision N sees every event up to N.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ from flagproxy.server.storage.database import Tx
 log = logging.getLogger("flagproxy.server")
 
 
+# More features written at once than this: reading them all is as cheap as naming them.
+WHOLE_CATALOG_BEYOND = 500
+
+
 def _digest(body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()
 
@@ -40,13 +45,19 @@ def record(tx: Tx, kept: int, event_id: int) -> bool:
     """Append the events of the change in `tx`, numbered `event_id` (the revision it will bump to), and keep
     the newest `kept` events (rows: a feature in one environment, or a segment; older revisions hydrate).
     Whether what is served changed: there were events, or the log had nothing to compare with."""
-    catalog = catalog_rows.load(tx)
-    known_features = delta_rows.recorded_features(tx)
-    known_segments = delta_rows.recorded_segments(tx)
     first = delta_rows.floor(tx) is None
+    # The database's triggers name the features written since the last look; only those can differ.
+    dirty = delta_rows.take_dirty(tx)
+    only = () if first or "*" in dirty or len(dirty) > WHOLE_CATALOG_BEYOND else dirty
+    catalog = catalog_rows.load(tx, only=only)
+    known_features = delta_rows.recorded_features(tx, only)
+    known_segments = delta_rows.recorded_segments(tx)
+    served_segments = delta_rows.served_segment_ids(tx)
 
     segment_updates: list[tuple[object, ...]] = []
-    for segment_id, segment in _served_segments(catalog).items():
+    for segment_id, segment in catalog.segments.items():
+        if segment_id not in served_segments:
+            continue
         body = orjson.dumps(segment_wire(segment))
         digest = _digest(body)
         if known_segments.pop(segment_id, None) != digest:
@@ -98,19 +109,6 @@ def record(tx: Tx, kept: int, event_id: int) -> bool:
     delta_rows.notify(tx, event_id)
     log.debug("delta log: revision %d, %d events", event_id, len(events))
     return True
-
-
-def _served_segments(catalog: catalog_rows.Catalog) -> dict[int, dict[str, Any]]:
-    """The segments the client API serves: those a strategy it serves uses, as Unleash serves its active
-    segments; one no strategy uses (yet, or any more) changes nothing served."""
-    used = {
-        segment_id
-        for strategies in catalog.strategies.values()
-        for strategy in strategies
-        if not strategy["disabled"]
-        for segment_id in strategy["segments"]
-    }
-    return {segment_id: segment for segment_id, segment in catalog.segments.items() if segment_id in used}
 
 
 def initialize(tx: Tx) -> bool:

@@ -6,6 +6,7 @@ every view (admin listing, client payload) on one code path for both backends.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,46 +50,60 @@ def decode_segment(row: Row) -> dict[str, Any]:
     return {**row, "constraints": orjson.loads(row["constraints"])}
 
 
-def load(tx: Tx, *, include_archived: bool = False, feature_name: str | None = None) -> Catalog:
+def load(
+    tx: Tx, *, include_archived: bool = False, feature_name: str | None = None, only: Collection[str] = ()
+) -> Catalog:
+    """Every feature (not archived unless asked), or `feature_name`, or those named in `only` (their rows
+    alone read from the database); environments and segments always whole."""
     where = [] if include_archived else ["archived = 0"]
     params: list[Any] = []
     if feature_name is not None:
         where.append("name = ?")
         params.append(feature_name)
+    named = ""  # a feature-name filter for the per-feature tables
+    if only:
+        named = f" WHERE {{column}} IN ({', '.join('?' for _ in only)})"
+        where.append(named.removeprefix(" WHERE ").format(column="name"))
+        params.extend(only)
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     features = tx.all(f"SELECT * FROM features{clause} ORDER BY seq", params)
     catalog = Catalog(
         environments=tx.all("SELECT * FROM environments ORDER BY sort_order, name"), features=features
     )
+    for row in tx.all("SELECT * FROM segments ORDER BY id"):
+        catalog.segments[int(row["id"])] = decode_segment(row)
     names = {row["name"] for row in features}
     if not names:
         return catalog
 
-    for row in tx.all("SELECT * FROM feature_environments"):
+    def rows(table: str, column: str, order: str = "") -> list[Row]:
+        if not only:
+            return tx.all(f"SELECT * FROM {table}{order}")
+        return tx.all(f"SELECT * FROM {table}{named.format(column=column)}{order}", list(only))
+
+    for row in rows("feature_environments", "feature_name"):
         if row["feature_name"] in names:
             catalog.feature_environments[(row["feature_name"], row["environment"])] = {
                 **row,
                 "variants": orjson.loads(row["variants"]),
             }
-    for row in tx.all("SELECT * FROM strategies ORDER BY sort_order, seq"):
+    for row in rows("strategies", "feature_name", " ORDER BY sort_order, seq"):
         if row["feature_name"] in names:
             key = (row["feature_name"], row["environment"])
             catalog.strategies.setdefault(key, []).append(decode_strategy(row))
-    for row in tx.all("SELECT * FROM feature_tags ORDER BY created_at, tag_type, tag_value"):
+    for row in rows("feature_tags", "feature_name", " ORDER BY created_at, tag_type, tag_value"):
         if row["feature_name"] in names:
             catalog.tags.setdefault(row["feature_name"], []).append(
                 {"value": row["tag_value"], "type": row["tag_type"]}
             )
-    for row in tx.all("SELECT * FROM feature_dependencies ORDER BY child, parent"):
+    for row in rows("feature_dependencies", "child", " ORDER BY child, parent"):
         dependency: dict[str, Any] = {"feature": row["parent"], "enabled": bool(row["enabled"])}
         variants = orjson.loads(row["variants"])
         if dependency["enabled"] and variants:
             dependency["variants"] = variants
         catalog.parents.setdefault(row["child"], []).append(dependency)
         catalog.children.setdefault(row["parent"], []).append(row["child"])
-    for row in tx.all("SELECT * FROM feature_lifecycle"):
+    for row in rows("feature_lifecycle", "feature_name"):
         if row["feature_name"] in names:
             catalog.lifecycle.setdefault(row["feature_name"], {})[row["stage"]] = row["entered_at"]
-    for row in tx.all("SELECT * FROM segments ORDER BY id"):
-        catalog.segments[int(row["id"])] = decode_segment(row)
     return catalog

@@ -3,8 +3,10 @@ segment, and the window of revisions the log can replay (flagproxy/server/delta/
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
+
+import orjson
 
 from flagproxy.server.storage.database import Row, Tx
 
@@ -30,11 +32,33 @@ def set_floor(tx: Tx, revision: int) -> None:
     tx.execute("UPDATE delta_window SET floor = ? WHERE id = 1", (revision,))
 
 
-def recorded_features(tx: Tx) -> dict[tuple[str, str], Recorded]:
-    return {
-        (row["environment"], row["name"]): Recorded(row["project"], row["tags"], row["digest"])
-        for row in tx.all("SELECT * FROM delta_features")
-    }
+def recorded_features(tx: Tx, only: Collection[str] = ()) -> dict[tuple[str, str], Recorded]:
+    """What the log holds of every feature, or of those named in `only`."""
+    if only:
+        listed = ", ".join("?" for _ in only)
+        rows = tx.all(f"SELECT * FROM delta_features WHERE name IN ({listed})", list(only))
+    else:
+        rows = tx.all("SELECT * FROM delta_features")
+    return {(r["environment"], r["name"]): Recorded(r["project"], r["tags"], r["digest"]) for r in rows}
+
+
+def take_dirty(tx: Tx) -> set[str]:
+    """The features written since the last look (marked by the database's triggers; '*': all of them)."""
+    names = {row["name"] for row in tx.all("SELECT DISTINCT name FROM delta_dirty")}
+    if names:
+        tx.execute("DELETE FROM delta_dirty")
+    return names
+
+
+def served_segment_ids(tx: Tx) -> set[int]:
+    """The segments a strategy the client API serves uses (enabled, of a feature not archived)."""
+    used: set[int] = set()
+    for row in tx.all(
+        "SELECT s.segments FROM strategies s JOIN features f ON f.name = s.feature_name"
+        " WHERE f.archived = 0 AND s.disabled = 0 AND s.segments <> '[]'"
+    ):
+        used.update(int(segment_id) for segment_id in orjson.loads(row["segments"]))
+    return used
 
 
 def recorded_segments(tx: Tx) -> dict[int, str]:

@@ -160,7 +160,56 @@ MIGRATIONS: tuple[Migration, ...] = (
             "INSERT INTO delta_window (id, floor) VALUES (1, NULL)",
         ),
     ),
+    Migration(
+        4,
+        "the delta log's dirty list: the features a change wrote, so it compares only those",
+        # name '*': something every feature's served form depends on (an environment) changed.
+        ("CREATE TABLE delta_dirty (name TEXT NOT NULL)",),
+        seed=lambda tx: _delta_triggers(tx),
+    ),
 )
+
+# What the client API serves of a feature lives in these tables; a row written there names its feature
+# (or '*' for all) in delta_dirty. Usage bookkeeping (last_seen_at, lifecycle) is not served and is left
+# out, so metrics posts add nothing.
+_SERVED_COLUMNS = (
+    ("features", "name", "INSERT OR UPDATE OF project, type, description, stale, impression_data, archived "
+     "OR DELETE"),
+    ("feature_environments", "feature_name", "INSERT OR UPDATE OF enabled, variants OR DELETE"),
+    ("strategies", "feature_name", "INSERT OR UPDATE OR DELETE"),
+    ("feature_tags", "feature_name", "INSERT OR UPDATE OR DELETE"),
+    ("feature_dependencies", "child", "INSERT OR UPDATE OR DELETE"),
+    ("environments", "*", "INSERT OR UPDATE OR DELETE"),
+)  # fmt: skip
+
+
+def _delta_triggers(tx: Tx) -> None:
+    if tx.dialect == "postgres":
+        # One function for every table: the trigger's argument names the column holding the feature
+        # ('*' is no column, so it is the name itself).
+        tx.execute(
+            """CREATE FUNCTION delta_mark() RETURNS trigger LANGUAGE plpgsql AS $$
+            DECLARE written jsonb;
+            BEGIN
+                IF TG_OP = 'DELETE' THEN written := to_jsonb(OLD); ELSE written := to_jsonb(NEW); END IF;
+                INSERT INTO delta_dirty (name) VALUES (COALESCE(written ->> TG_ARGV[0], TG_ARGV[0]));
+                RETURN NULL;
+            END $$"""
+        )
+        for table, column, events in _SERVED_COLUMNS:
+            tx.execute(
+                f"CREATE TRIGGER delta_dirty_{table} AFTER {events} ON {table}"
+                f" FOR EACH ROW EXECUTE FUNCTION delta_mark('{column}')"
+            )
+        return
+    for table, column, events in _SERVED_COLUMNS:
+        for event in events.split(" OR "):  # SQLite: one trigger per event
+            row = "OLD" if event == "DELETE" else "NEW"
+            value = "'*'" if column == "*" else f"{row}.{column}"
+            tx.execute(
+                f"CREATE TRIGGER delta_dirty_{table}_{event.split()[0].lower()} AFTER {event} ON {table}"
+                f" BEGIN INSERT INTO delta_dirty (name) VALUES ({value}); END"
+            )
 
 
 def _seed(tx: Tx) -> None:
