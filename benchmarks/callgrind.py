@@ -141,22 +141,26 @@ def count(
     requests: int,
     idle: float,
     dilation: float,
+    program: list[str] | None = None,
+    path: str | None = None,
 ) -> Counted:
     """Run `flagproxy <command>` under callgrind (`env`: its environment; TMPDIR is set to `work`),
     listening on `port`; once `health` answers 200, warm it with 100 requests of `workload`, wait for the
     one-off work they leave (a series file's first keys, at the next hand-off and flush: it would otherwise
     land in the idle phase and be taken out of every request), then count an idle phase of `idle` seconds
-    and `requests` requests."""
+    and `requests` requests. `program` runs `python <program>` instead of flagproxy (the bare Sanic
+    ceiling), and `path` sends the requests there instead of to the scenario's path."""
     prefix = str(work / f"callgrind.{label}")
+    python = program if program is not None else ["-c", LAUNCH, str(dilation), *command]
     full = [
         "valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={prefix}.%p",
-        sys.executable, "-c", LAUNCH, str(dilation), *command,
+        sys.executable, *python,
     ]  # fmt: skip
     log = open(work / f"{label}.log", "wb")  # noqa: SIM115 (closed below, after the process)
     process = subprocess.Popen(full, env={**env, "TMPDIR": str(work)}, stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_http(port, health, 300)
-        send(port, workload, 0, 100)  # warm: code paths, caches, the allocator's arenas
+        send(port, workload, 0, 100, path)  # warm: code paths, caches, the allocator's arenas
         time.sleep((HANDOFF_SECONDS + series.FLUSH_SECONDS) * dilation + 1)
         pid_prefix = f"{prefix}.{process.pid}"
         control(process.pid, work, "-i", "on")
@@ -165,7 +169,7 @@ def count(
         idle_total = dump(process.pid, work, pid_prefix)
         idle_seconds = time.monotonic() - started
         started = time.monotonic()
-        send(port, workload, 1_000_000, requests)
+        send(port, workload, 1_000_000, requests, path)
         loaded = dump(process.pid, work, pid_prefix)
         request_seconds = time.monotonic() - started
         control(process.pid, work, "-i", "off")
@@ -176,10 +180,12 @@ def count(
     return Counted(label, idle_total, idle_seconds, loaded, request_seconds, requests)
 
 
-def send(port: int, workload: Workload, first: int, n: int) -> None:
+def send(port: int, workload: Workload, first: int, n: int, path: str | None = None) -> None:
     """Requests `first` to `first + n` of `workload` on one keep-alive connection: a unique userId each
-    (`post-unique`), or its requests in turn; each must get the scenario's status."""
+    (`post-unique`), or its requests in turn; each must get the scenario's status. `path`: where to send
+    them, when not the scenario's own path."""
     scenario = workload.scenario
+    target = scenario.path if path is None else path
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     for i in range(first, first + n):
         if workload.unique is not None:
@@ -189,9 +195,9 @@ def send(port: int, workload: Workload, first: int, n: int) -> None:
         else:
             request = workload.requests[i % len(workload.requests)]
             query, body = request.query, request.body
-        connection.request(scenario.method, scenario.path + query, body=body, headers=workload.headers)
+        connection.request(scenario.method, target + query, body=body, headers=workload.headers)
         response = connection.getresponse()
         response.read()
         if response.status != scenario.expected_status:
-            raise RuntimeError(f"{scenario.method} {scenario.path} answered {response.status}")
+            raise RuntimeError(f"{scenario.method} {target} answered {response.status}")
     connection.close()
