@@ -215,7 +215,7 @@ def _options(args: argparse.Namespace) -> Options:
         baseline_workers=1,
         duration=args.duration,
         warmup=args.warmup,
-        wrk=wrk.WrkOptions(args.threads, args.connections, 10),
+        wrk=wrk.WrkOptions(args.threads, args.connections, 10, args.wrk_cpus),
         peer_node=False,
     )
 
@@ -347,6 +347,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=2, help="seconds of wrk before each run (2)")
     parser.add_argument("--threads", type=int, default=2, help="wrk threads (2)")
     parser.add_argument("--connections", type=int, default=50, help="wrk connections (50)")
+    parser.add_argument(
+        "--wrk-cpus",
+        metavar="LIST",
+        help="CPUs wrk runs on (taskset -c LIST, e.g. 1; default any): keeps the load generator off the "
+        "other cores, so that N workers have cores to use",
+    )
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     parser.add_argument(
         "--workers",

@@ -145,6 +145,9 @@ class WrkOptions:
     threads: int = 2
     connections: int = 50
     timeout: int = 10  # seconds before wrk counts a request as timed out
+    # CPUs wrk may run on (taskset's list, e.g. "1"), or None for any: on a 2-core machine wrk otherwise
+    # takes a share of both cores, and N server workers cannot be compared with one.
+    cpus: str | None = None
 
 
 def available() -> bool:
@@ -153,7 +156,9 @@ def available() -> bool:
 
 def run(script: Path, port: int, seconds: int, options: WrkOptions) -> dict:
     """One wrk run against 127.0.0.1:`port`; the dict of the script's result line."""
+    pinned = ["taskset", "-c", options.cpus] if options.cpus is not None else []
     command = [
+        *pinned,
         "wrk",
         f"-t{options.threads}",
         f"-c{options.connections}",

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from flagproxy.proxy.app import BODY_LIMIT, HEADER_LIMIT
+from flagproxy.http.base_app import HEADER_LIMIT, SDK_BODY_LIMIT
 from flagproxy.proxy.app import create_app as proxy_app
 from flagproxy.proxy.settings import ProxySettings
 from flagproxy.server.app import create_app as server_app
@@ -76,13 +76,13 @@ def test_every_proxy_route_refuses_bodies_and_headers_past_its_limits(launch, up
     process = launch(proxy_env(upstream, ENABLE_OAS="true", ENABLE_ALL_ENDPOINT="true"))
     process.wait_ready()
     check_every_route(
-        process.port, KEY, BODY_LIMIT, HEADER_LIMIT, 431, "proxy: bodies and headers past the limits"
+        process.port, KEY, SDK_BODY_LIMIT, HEADER_LIMIT, 431, "proxy: bodies and headers past the limits"
     )
     # At the limit itself the body is read (and answered on its merits).
     context = {"context": {"userId": ""}}
-    pad = BODY_LIMIT - len(json.dumps(context).encode())
+    pad = SDK_BODY_LIMIT - len(json.dumps(context).encode())
     exact = json.dumps({"context": {"userId": "u" * pad}}).encode()
-    assert len(exact) == BODY_LIMIT
+    assert len(exact) == SDK_BODY_LIMIT
     headers = {"Authorization": KEY, "Content-Type": "application/json"}
     assert send(process.port, "POST", "/proxy", headers, exact) == 200
 

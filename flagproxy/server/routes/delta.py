@@ -107,6 +107,7 @@ FETCH_MODE_POLLING = sse("fetch-mode", b"polling")
     "comment every 30 s. Beyond the server's stream limit: a `fetch-mode` event `polling` (and the "
     "`fetch-mode: polling` header), then the stream ends."
 )
+@openapi.response(200, {"text/event-stream": str}, "A stream of server-sent events that stays open")
 @openapi.tag("Client API")
 async def client_streaming(request: Request) -> HTTPResponse | None:
     query = delta_query(request)
