@@ -30,6 +30,7 @@ SQLITE_POLL_SECONDS = 0.1
 POSTGRES_POLL_SECONDS = 5.0
 MAX_PENDING = 64
 LISTEN_RETRY_SECONDS = 1.0
+LISTEN_WAIT_SECONDS = 0.5  # how long one wait for notifications lasts: a stop waits at most this long
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,10 +124,15 @@ class DeltaFeed:
         for subscriber in list(self.subscribers):
             subscriber.stop()
         for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            if task.get_name() != "delta-listen":  # it ends by itself within LISTEN_WAIT_SECONDS
+                task.cancel()
+        # Bounded: a stop must never wait on the database (the listener's connection dies with us).
+        done, pending = await asyncio.wait(self._tasks, timeout=LISTEN_WAIT_SECONDS + 2)
+        for task in done:
+            if not task.cancelled() and task.exception() is not None:
+                log.warning("delta feed: %s ended with %r", task.get_name(), task.exception())
+        for task in pending:
+            log.warning("delta feed: %s did not end in time; left behind", task.get_name())
         self._tasks.clear()
 
     async def _follow(self) -> None:
@@ -160,15 +166,19 @@ class DeltaFeed:
     async def _listen(self, url: str) -> None:
         import psycopg
 
-        while True:
+        # Never cancelled: psycopg answers the cancellation of a wait for notifications by asking the server
+        # to cancel a query and waiting for it to end, which a LISTEN never does, so a stop hung until
+        # SIGKILL. Instead each wait ends after LISTEN_WAIT_SECONDS and the loop looks at `_stopping`.
+        while not self._stopping:
             try:
                 async with await psycopg.AsyncConnection.connect(url, autocommit=True) as connection:
                     await connection.execute(f"LISTEN {delta_rows.NOTIFY_CHANNEL}")
                     self._wake.set()  # whatever was committed while not listening
-                    async for _ in connection.notifies():
-                        self._wake.set()
-            except asyncio.CancelledError:
-                raise
+                    while not self._stopping:
+                        async for _ in connection.notifies(timeout=LISTEN_WAIT_SECONDS):
+                            self._wake.set()
             except Exception as exc:
+                if self._stopping:
+                    return
                 log.warning("delta feed: listening on PostgreSQL failed (%s); retrying", exc)
                 await asyncio.sleep(LISTEN_RETRY_SECONDS)
