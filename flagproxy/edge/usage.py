@@ -125,7 +125,9 @@ class EdgeUsage:
         document = {
             "counts": [[*key, *value] for key, value in taken.counts.items()],
             "applications": [[*key, application] for key, application in taken.applications.items()],
-            "dropped": self.dropped,
+            # Bounded like a count: a post of counts past 2^64 makes `dropped` a number JSON cannot carry,
+            # and a hand-off that cannot be written would hold every later count in this worker.
+            "dropped": min(self.dropped, MAX_COUNT),
         }
         self.dropped = 0
         return document
