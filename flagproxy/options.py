@@ -56,6 +56,10 @@ def from_string(kind: str, label: str, raw: str) -> Any:
         return raw.strip() if "," not in raw else origins
     if kind == "proxy_url":
         return parse_proxy_url(label, raw)
+    if kind == "header":
+        return parse_header_name(label, raw)
+    if kind == "headers":
+        return parse_header_pairs(label, raw)
     raise ConfigError(f"{label}: cannot be set from a string")
 
 
@@ -99,6 +103,33 @@ def parse_proxy_url(label: str, raw: str) -> str:
     if not is_http_url(url):
         raise ConfigError(f"{label}: {raw!r} is not an http:// or https:// proxy address")
     return url
+
+
+# RFC 9110's token: what a header name may be made of.
+HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+# A header value: visible ASCII, spaces and tabs (a line break would start another header).
+HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")
+
+
+def parse_header_name(label: str, raw: str) -> str:
+    name = raw.strip()
+    if not HEADER_NAME.fullmatch(name):
+        raise ConfigError(f"{label}: {raw!r} is not an HTTP header name")
+    return name
+
+
+def parse_header_pairs(label: str, raw: str) -> tuple[tuple[str, str], ...]:
+    """Unleash Edge's `Name: value` headers (curl's -H syntax), comma-separated. An entry is named by its
+    position, never its text: a value is often a secret."""
+    pairs = []
+    for index, part in enumerate(split_list(raw), start=1):
+        name, sep, value = part.partition(":")
+        if not sep or not HEADER_NAME.fullmatch(name.strip()) or not HEADER_VALUE.fullmatch(value.strip()):
+            raise ConfigError(
+                f"{label}: entry {index} is not `Name: value` (an HTTP header name, a colon, a value)"
+            )
+        pairs.append((name.strip(), value.strip()))
+    return tuple(pairs)
 
 
 def parse_tag(label: str, raw: str) -> tuple[str, str]:

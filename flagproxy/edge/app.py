@@ -70,6 +70,7 @@ class EdgeApp:
         self.scopes = Scopes("", self.logger)  # its folder is the instance's, known at start
         self.usage = EdgeUsage()
         self.cors = CorsPolicy(s)
+        self.token_header = s.edge_auth_header.lower()  # where clients put their token (EDGE_AUTH_HEADER)
         # Questions for the leader wait as long as the leader waits for the upstream, and a little more.
         self.link = EdgeLink("", 2.0 * s.upstream_request_timeout + 5.0)
         if self.offline:
@@ -212,7 +213,7 @@ class EdgeApp:
 
     async def served(self, request: Request, family: str) -> ServedScope | HTTPResponse:
         """The scope the request's token reads, or the answer refusing it."""
-        header = request.headers.get("authorization")
+        header = request.headers.get(self.token_header)
         served = self.gate.fast(header, family)
         if served is None:
             checked = await self.gate.check(header, family)

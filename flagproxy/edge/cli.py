@@ -22,7 +22,7 @@ from flagproxy.http.command_line import OneLineParser, option_groups
 from flagproxy.options import ConfigError
 
 PROG = "flagproxy edge"
-LIST_KINDS = ("tokens", "offline_tokens", "pretrusted", "cidrs")
+LIST_KINDS = ("tokens", "offline_tokens", "pretrusted", "cidrs", "headers")
 
 
 def build_parser(mode: str) -> argparse.ArgumentParser:

@@ -40,9 +40,10 @@ def _evaluator(edge: EdgeApp, include_disabled: bool, post: bool) -> Handler:
     route = ("all" if include_disabled else "enabled") + ("-post" if post else "-get")
 
     fast = edge.gate.fast
+    token_header = edge.token_header
 
     async def evaluate(request: Request) -> HTTPResponse:
-        served: Any = fast(request.headers.get("authorization"), FRONTEND)
+        served: Any = fast(request.headers.get(token_header), FRONTEND)
         if served is None or served.current is None:  # a token not seen yet, or no flags yet
             served = await edge.hydrated(request, FRONTEND)
             if isinstance(served, HTTPResponse):

@@ -109,6 +109,18 @@ OPTIONS: tuple[Option, ...] = (
            "seconds allowed for one upstream request", (EDGE,), group="upstream"),
     Option("skip_ssl_verification", "SKIP_SSL_VERIFICATION", False, "bool",
            "do not check the upstream's TLS certificate", (EDGE,), "-s", group="upstream"),
+    # Edge's deployment options (TLS, headers, client certificates): flag, variable and default as in
+    # crates/oss/unleash-edge-cli/src/lib.rs of Unleash/unleash-edge.
+    Option("custom_client_headers", "CUSTOM_CLIENT_HEADERS", (), "headers",
+           "headers sent with every upstream request: `Name: value` entries, comma-separated or repeated",
+           (EDGE,), "-H", group="upstream"),
+    Option("upstream_auth_header", "UPSTREAM_AUTH_HEADER", "Authorization", "header",
+           "the header that carries edge's tokens upstream", (EDGE,), group="upstream"),
+    Option("edge_auth_header", "EDGE_AUTH_HEADER", "Authorization", "header",
+           "the header clients send their token in", group="tokens"),
+    Option("token_header", "TOKEN_HEADER", None, "header",
+           "one header for both: clients' tokens and edge's upstream (not with --edge-auth-header or "
+           "--upstream-auth-header)", group="tokens"),
     Option("log_level", "LOG_LEVEL", "warn", "level", "debug, info, warn, error or fatal", group="logging"),
     Option("bootstrap_file", "BOOTSTRAP_FILE", None, "path",
            "offline: a client features document, or an object of environment -> such a document",
@@ -148,6 +160,9 @@ class EdgeSettings:
     instance_id: str = ""
     upstream_request_timeout: int = 5
     skip_ssl_verification: bool = False
+    custom_client_headers: tuple[tuple[str, str], ...] = ()
+    upstream_auth_header: str = "Authorization"
+    edge_auth_header: str = "Authorization"
     log_level: str = "warn"
     bootstrap_file: str | None = None
     client_tokens: tuple[EdgeToken, ...] = ()
@@ -224,6 +239,7 @@ def _load(options: dict[str, Any], env: Mapping[str, str], mode: str) -> EdgeSet
         if value is not None and (value < low or (high is not None and value > high)):
             bound = f"between {low} and {high}" if high is not None else f"at least {low}"
             raise ConfigError(f"{named.get(key, OPTIONS_BY_KEY[key].flag)}: must be {bound}, got {value}")
+    _one_token_header(values, named)
     servers = values.pop("proxy_trusted_servers")
     if values["trust_proxy"]:
         values["trust_proxy"] = TrustProxy(networks=servers) if servers else TrustProxy(trust_all=True)
@@ -232,6 +248,18 @@ def _load(options: dict[str, Any], env: Mapping[str, str], mode: str) -> EdgeSet
     if not values.get("instance_id"):
         values["instance_id"] = f"flagproxy-edge@{uuid.uuid4().hex}"
     return EdgeSettings(**values, sources={key: named[key] for key in named if key in values})
+
+
+def _one_token_header(values: dict[str, Any], named: dict[str, str]) -> None:
+    """--token-header names the header of both sides, as in Edge, where it conflicts with either."""
+    header = values.pop("token_header", None)
+    if header is None:
+        return
+    for key in ("edge_auth_header", "upstream_auth_header"):
+        if key in named:
+            raise ConfigError(f"{named['token_header']} and {named[key]}: choose one")
+        if key in values:
+            values[key] = header
 
 
 def _convert(option: Option, label: str, raw: str) -> Any:

@@ -40,6 +40,8 @@ def upstream_client(settings: EdgeSettings, token: str, api: bool = True) -> Ups
             metrics_interval=settings.metrics_interval_seconds * 1000,
             verify_tls=not settings.skip_ssl_verification,
             timeout_seconds=float(settings.upstream_request_timeout),
+            token_header=settings.upstream_auth_header,
+            extra_headers=settings.custom_client_headers,
         )
     )
 

@@ -20,6 +20,7 @@ from urllib.request import proxy_bypass_environment
 import aiohttp
 import orjson
 import yarl
+from multidict import CIMultiDict
 
 from flagproxy import __version__
 from flagproxy.sync.documents import NOT_JSON, DocumentError, check_document, is_features_document
@@ -46,6 +47,10 @@ class UpstreamConfig:
     https_proxy: str | None = None
     no_proxy: str | None = None
     timeout_seconds: float = 10.0
+    # The header the token goes in, and headers every request carries (edge's --upstream-auth-header and
+    # --custom-client-headers; a custom header of the token's name replaces it, as in Edge).
+    token_header: str = "Authorization"
+    extra_headers: tuple[tuple[str, str], ...] = ()
     connection_id: str = field(default_factory=lambda: str(uuid.uuid4()))
 
 
@@ -148,17 +153,24 @@ class UpstreamClient:
         self._session: aiohttp.ClientSession | None = None
         self.features_url = features_url(config)
 
-    def _headers(self, interval: int | None) -> dict[str, str]:
+    def _headers(self, interval: int | None) -> CIMultiDict[str]:
         c = self.config
-        return {
-            "User-Agent": c.app_name,
-            "unleash-appname": c.app_name,
-            "UNLEASH-INSTANCEID": c.instance_id,
-            "Unleash-Client-Spec": CLIENT_SPEC_VERSION,
-            "unleash-sdk": SDK_NAME,
-            "unleash-connection-id": c.connection_id,
-            "unleash-interval": str(interval) if interval is not None else "undefined",
-        } | ({"Authorization": c.token} if c.token else {})  # edge's /edge/validate client has none
+        headers = CIMultiDict(
+            {
+                "User-Agent": c.app_name,
+                "unleash-appname": c.app_name,
+                "UNLEASH-INSTANCEID": c.instance_id,
+                "Unleash-Client-Spec": CLIENT_SPEC_VERSION,
+                "unleash-sdk": SDK_NAME,
+                "unleash-connection-id": c.connection_id,
+                "unleash-interval": str(interval) if interval is not None else "undefined",
+            }
+        )
+        if c.token:  # edge's /edge/validate client has none
+            headers[c.token_header] = c.token
+        for name, value in c.extra_headers:
+            headers[name] = value
+        return headers
 
     def _session_now(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -255,7 +267,7 @@ class UpstreamClient:
     async def fetch_document(self, url: str, authorization: str | None) -> dict[str, Any] | str:
         """The bootstrap document at `url`, or a description of why there is none."""
         headers = self._headers(None)
-        del headers["Authorization"]
+        headers.pop(self.config.token_header, None)
         if authorization:
             headers["Authorization"] = authorization
         try:

@@ -80,8 +80,13 @@ def features_doc(*flags: tuple[str, str, bool]) -> dict[str, Any]:
 class CountingUpstream:
     """`tokens`: secret → (type, environment, projects); `documents`: secret → features document."""
 
-    def __init__(self, loop: LoopThread) -> None:
+    def __init__(self, loop: LoopThread, ssl_context: Any = None) -> None:
         self.loop = loop
+        self.ssl_context = (
+            ssl_context  # serve HTTPS with it (a server context, maybe asking for client certs)
+        )
+        self.token_header = "Authorization"  # where edge's token is read from
+        self.validate_headers: list[dict[str, str]] = []  # every /edge/validate request's headers
         self.tokens: dict[str, tuple[str, str, list[str]]] = {}
         self.documents: dict[str, dict[str, Any]] = {}
         self.asked: list[str] = []  # every token asked about, in order
@@ -91,7 +96,7 @@ class CountingUpstream:
         self.post_status = 202
         self.requests: list[dict[str, Any]] = []
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if ssl_context else 'http'}://127.0.0.1:{self.port}"
         self.runner: web.AppRunner | None = None
         loop.run(self._start())
 
@@ -105,6 +110,7 @@ class CountingUpstream:
         import asyncio
 
         self.validate_calls += 1
+        self.validate_headers.append({k.lower(): v for k, v in request.headers.items()})
         body = orjson.loads(await request.read())
         self.asked += body["tokens"]
         if self.validate_delay:
@@ -124,8 +130,14 @@ class CountingUpstream:
         return web.json_response({"tokens": valid})
 
     async def _features(self, request: web.Request) -> web.Response:
-        token = request.headers.get("Authorization", "")
-        self.requests.append({"path": request.path, "token": token})
+        token = request.headers.get(self.token_header, "")
+        self.requests.append(
+            {
+                "path": request.path,
+                "token": token,
+                "headers": {k.lower(): v for k, v in request.headers.items()},
+            }
+        )
         if token not in self.tokens or self.tokens[token][0] != "client":
             return web.Response(status=403)
         return web.json_response(self.documents.get(token, {"version": 2, "features": []}))
@@ -134,7 +146,8 @@ class CountingUpstream:
         raw = await request.read()
         entry = {
             "path": request.path,
-            "token": request.headers.get("Authorization", ""),
+            "token": request.headers.get(self.token_header, ""),
+            "headers": {k.lower(): v for k, v in request.headers.items()},
             "body": orjson.loads(raw),
             "size": len(raw),
             "status": self.post_status,
@@ -150,7 +163,7 @@ class CountingUpstream:
         app.router.add_post("/api/client/register", self._post)
         self.runner = web.AppRunner(app, access_log=None)
         await self.runner.setup()
-        await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
+        await web.TCPSite(self.runner, "127.0.0.1", self.port, ssl_context=self.ssl_context).start()
 
     def stop(self) -> None:
         if self.runner is not None:

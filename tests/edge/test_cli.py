@@ -72,6 +72,29 @@ def test_help_lists_every_option_with_its_variable_and_default(mode: str) -> Non
         (["--upstream-url", "http://x", "--strict", "--dynamic"], {}, "--strict and --dynamic"),
         (["--upstream-url", "http://x", "--tokens", DEV_CLIENT, "--no-such"], {}, "--no-such"),
         (["offline"], {}, "--bootstrap-file"),
+        (
+            ["-u", "http://x", "-t", DEV_CLIENT, "-H", "X-Key"],
+            {},
+            "--custom-client-headers: entry 1 is not `Name: value`",
+        ),
+        (
+            ["-u", "http://x", "-t", DEV_CLIENT],
+            {"CUSTOM_CLIENT_HEADERS": "X-A: 1,Bad Name: 2"},
+            "CUSTOM_CLIENT_HEADERS: entry 2",
+        ),
+        (["-u", "http://x", "-t", DEV_CLIENT], {"CUSTOM_CLIENT_HEADERS": "X-A: 1\r\nX-B: 2"}, "entry 1"),
+        (["-u", "http://x", "-t", DEV_CLIENT, "--upstream-auth-header", "a b"], {}, "--upstream-auth-header"),
+        (["-u", "http://x", "-t", DEV_CLIENT], {"EDGE_AUTH_HEADER": "x:y"}, "EDGE_AUTH_HEADER"),
+        (
+            ["-u", "http://x", "-t", DEV_CLIENT, "--token-header", "X-T", "--upstream-auth-header", "X-U"],
+            {},
+            "--token-header and --upstream-auth-header: choose one",
+        ),
+        (
+            ["-u", "http://x", "-t", DEV_CLIENT, "--token-header", "X-T"],
+            {"EDGE_AUTH_HEADER": "X-E"},
+            "--token-header and EDGE_AUTH_HEADER: choose one",
+        ),
         # A value out of range is named as written: the variable when it came from the environment
         (
             ["--upstream-url", "http://x", "--tokens", DEV_CLIENT],
