@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import http.client
 import os
+import ssl
 import sys
 from functools import partial
 from typing import Any
@@ -68,12 +69,20 @@ def main(argv: list[str]) -> int:
     from flagproxy.http.serving import cannot_listen
 
     given = settings.sources
-    problem = cannot_listen(
-        settings.interface, settings.port, given.get("interface", "--interface"), given.get("port", "--port")
-    )
-    if problem:
-        print(f"{PROG}: {problem}", file=sys.stderr)
-        return 2
+    # With --tls-enable the plain port is bound only to redirect, as in Edge.
+    ports = [("tls_server_port", "--tls-server-port")] if settings.tls_enable else []
+    if not settings.tls_enable or settings.redirect_http_to_https:
+        ports.append(("port", "--port"))
+    for key, flag in ports:
+        problem = cannot_listen(
+            settings.interface,
+            getattr(settings, key),
+            given.get("interface", "--interface"),
+            given.get(key, flag),
+        )
+        if problem:
+            print(f"{PROG}: {problem}", file=sys.stderr)
+            return 2
     # Every worker loads the same options; the instance id is the main process's, so the upstream sees
     # one instance.
     options["instance_id"] = settings.instance_id
@@ -134,12 +143,40 @@ def _worker_app(mode: str, options: dict[str, Any], directory: str, parent_pid: 
 
 
 def _serve(settings: EdgeSettings, options: dict[str, Any]) -> int:
-    from flagproxy.edge.leader import EdgeLeader
+    """Serve the instance; with --tls-enable on its HTTPS port, and --redirect-http-to-https's plain port
+    answering beside it from this process (flagproxy/http/tls.py)."""
     from flagproxy.http.logger import make_logger
+
+    logger = make_logger(None, settings.log_level, False)
+    port, scheme = (settings.tls_server_port, "https") if settings.tls_enable else (settings.port, "http")
+    redirect = None
+    if settings.tls_enable and settings.redirect_http_to_https:
+        from flagproxy.http.tls import HttpsRedirect
+
+        redirect = HttpsRedirect(settings.interface, settings.port, settings.tls_server_port)
+        try:
+            redirect.start()
+        except OSError as error:
+            label = settings.sources.get("port", "--port")
+            print(
+                f"{PROG}: {label}: cannot listen on {settings.interface}:{settings.port}: {error}",
+                file=sys.stderr,
+            )
+            return 2
+    try:
+        return _serve_instance(settings, options, logger, port, scheme, redirect is not None)
+    finally:
+        if redirect is not None:
+            redirect.stop()
+
+
+def _serve_instance(
+    settings: EdgeSettings, options: dict[str, Any], logger: Any, port: int, scheme: str, redirecting: bool
+) -> int:
+    from flagproxy.edge.leader import EdgeLeader
     from flagproxy.instance.leader import named_instance_directory
     from flagproxy.instance.run import serve_instance
 
-    logger = make_logger(None, settings.log_level, False)
     workers = settings.workers
     return serve_instance(
         PROG,
@@ -149,11 +186,13 @@ def _serve(settings: EdgeSettings, options: dict[str, Any]) -> int:
         partial(_worker_app, settings.mode, options),
         lambda instance: EdgeLeader(settings, instance, logger),
         host=settings.interface,
-        port=settings.port,
+        port=port,
+        ssl=settings.tls,
         access_log=settings.log_level == "debug",
         logger=logger,
         listening=(
-            f"flagproxy edge ({settings.mode}) is listening on {settings.interface}:{settings.port}"
+            f"flagproxy edge ({settings.mode}) is listening on {scheme}://{settings.interface}:{port}"
+            + (f", redirecting http://{settings.interface}:{settings.port} there" if redirecting else "")
             + ("" if settings.mode == OFFLINE else f", upstream {settings.upstream_url}, "
                + ("dynamic" if settings.dynamic else "strict") + " tokens")
             + (f", {workers} workers" if workers > 1 else "")
@@ -179,14 +218,34 @@ def probe(kind: str, argv: list[str]) -> int:
         metavar="EDGE_URL",
         help="where the instance runs [env EDGE_URL; default: http://localhost:3063]",
     )
+    parser.add_argument(
+        "--ca-certificate-file",
+        "-c",
+        default=None,
+        metavar="CA_CERTIFICATE_FILE",
+        help="a PEM file of the CA that signed an https:// instance's certificate (a self-signed one) "
+        "[env CA_CERTIFICATE_FILE; default: the system's CAs]",
+    )
     args = parser.parse_args(argv)
     url = args.edge_url or os.environ.get("EDGE_URL") or "http://localhost:3063"
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         print(f"{PROG} {kind}: --edge-url: {url!r} is not an http(s) URL", file=sys.stderr)
         return 2
-    connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    connection = connection_class(parts.hostname, parts.port, timeout=5)
+    connection: http.client.HTTPConnection
+    if parts.scheme == "https":
+        ca_file = args.ca_certificate_file or os.environ.get("CA_CERTIFICATE_FILE") or None
+        try:
+            context = ssl.create_default_context(cafile=ca_file)
+        except (OSError, ssl.SSLError) as error:
+            label = "--ca-certificate-file" if args.ca_certificate_file else "CA_CERTIFICATE_FILE"
+            print(
+                f"{PROG} {kind}: {label}: cannot read {ca_file} as PEM certificates: {error}", file=sys.stderr
+            )
+            return 2
+        connection = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=5, context=context)
+    else:
+        connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=5)
     path = parts.path.rstrip("/") + f"/internal-backstage/{kind}"
     try:
         connection.request("GET", path)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from flagproxy.edge.tokens import EdgeToken, TokenFormatError, parse_offline, parse_pretrusted, parse_token
+from flagproxy.http.tls import server_ssl
 from flagproxy.http.trust import TrustProxy
 from flagproxy.options import ConfigError, from_string, is_http_url, split_list
 
@@ -111,6 +112,18 @@ OPTIONS: tuple[Option, ...] = (
            "do not check the upstream's TLS certificate", (EDGE,), "-s", group="upstream"),
     # Edge's deployment options (TLS, headers, client certificates): flag, variable and default as in
     # crates/oss/unleash-edge-cli/src/lib.rs of Unleash/unleash-edge.
+    Option("tls_enable", "TLS_ENABLE", False, "bool",
+           "serve HTTPS on --tls-server-port; --port then serves nothing, unless --redirect-http-to-https",
+           group="serving"),
+    Option("tls_server_key", "TLS_SERVER_KEY", None, "path",
+           "with --tls-enable: the server's private key, a PEM file", group="serving"),
+    Option("tls_server_cert", "TLS_SERVER_CERT", None, "path",
+           "with --tls-enable: the server's certificate chain, a PEM file, leaf first", group="serving"),
+    Option("tls_server_port", "TLS_SERVER_PORT", 3043, "int", "with --tls-enable: the HTTPS port",
+           group="serving"),
+    Option("redirect_http_to_https", "REDIRECT_HTTP_TO_HTTPS", False, "bool",
+           "with --tls-enable: answer every request on --port with a 308 to the same path on "
+           "--tls-server-port", group="serving"),
     Option("custom_client_headers", "CUSTOM_CLIENT_HEADERS", (), "headers",
            "headers sent with every upstream request: `Name: value` entries, comma-separated or repeated",
            (EDGE,), "-H", group="upstream"),
@@ -160,6 +173,12 @@ class EdgeSettings:
     instance_id: str = ""
     upstream_request_timeout: int = 5
     skip_ssl_verification: bool = False
+    tls_enable: bool = False
+    tls_server_key: str | None = None
+    tls_server_cert: str | None = None
+    tls_server_port: int = 3043
+    redirect_http_to_https: bool = False
+    tls: dict[str, Any] | None = None  # with tls_enable: Sanic's ssl= argument (flagproxy/http/tls.py)
     custom_client_headers: tuple[tuple[str, str], ...] = ()
     upstream_auth_header: str = "Authorization"
     edge_auth_header: str = "Authorization"
@@ -228,6 +247,7 @@ def _load(options: dict[str, Any], env: Mapping[str, str], mode: str) -> EdgeSet
             raise ConfigError("offline mode needs --tokens, --client-tokens or --frontend-tokens")
     for key, low, high in (
         ("port", 1, 65535),
+        ("tls_server_port", 1, 65535),
         ("workers", 1, None),
         ("features_refresh_interval_seconds", 1, None),
         ("metrics_interval_seconds", 1, None),
@@ -240,6 +260,8 @@ def _load(options: dict[str, Any], env: Mapping[str, str], mode: str) -> EdgeSet
             bound = f"between {low} and {high}" if high is not None else f"at least {low}"
             raise ConfigError(f"{named.get(key, OPTIONS_BY_KEY[key].flag)}: must be {bound}, got {value}")
     _one_token_header(values, named)
+    if values["tls_enable"]:
+        values["tls"] = _server_tls(values, named)
     servers = values.pop("proxy_trusted_servers")
     if values["trust_proxy"]:
         values["trust_proxy"] = TrustProxy(networks=servers) if servers else TrustProxy(trust_all=True)
@@ -248,6 +270,18 @@ def _load(options: dict[str, Any], env: Mapping[str, str], mode: str) -> EdgeSet
     if not values.get("instance_id"):
         values["instance_id"] = f"flagproxy-edge@{uuid.uuid4().hex}"
     return EdgeSettings(**values, sources={key: named[key] for key in named if key in values})
+
+
+def _server_tls(values: dict[str, Any], named: dict[str, str]) -> dict[str, Any]:
+    """--tls-enable's certificate and key, read now: a missing or unreadable one stops the start."""
+    tls_label = named.get("tls_enable", "--tls-enable")
+    for key in ("tls_server_cert", "tls_server_key"):
+        if not values[key]:
+            option = OPTIONS_BY_KEY[key]
+            raise ConfigError(f"{tls_label} needs {option.flag} ({option.env})")
+    return server_ssl(
+        values["tls_server_cert"], values["tls_server_key"], named["tls_server_cert"], named["tls_server_key"]
+    )
 
 
 def _one_token_header(values: dict[str, Any], named: dict[str, str]) -> None:

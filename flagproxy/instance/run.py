@@ -33,9 +33,11 @@ def serve_instance(
     access_log: bool,
     logger: Any,
     listening: str,
+    ssl: Any = None,
 ) -> int:
     """Serve until stopped; 0 after a clean stop, 2 when the folder is not this user's. `worker_app` must
-    pickle (a module-level function, or a partial of one): Sanic hands it to every worker process."""
+    pickle (a module-level function, or a partial of one): Sanic hands it to every worker process. `ssl`:
+    serve HTTPS, with Sanic's `ssl=` argument (flagproxy/http/tls.py `server_ssl`)."""
     from sanic.worker.loader import AppLoader
 
     from flagproxy.http.serving import StoppingHttpProtocol, defer_stop_signals
@@ -59,6 +61,7 @@ def serve_instance(
     app.prepare(
         host=host,
         port=port,
+        ssl=ssl,
         workers=workers,
         access_log=access_log,
         motd=False,
