@@ -1,4 +1,4 @@
-"""The six workloads of a load run, as the requests wrk sends.
+"""The seven workloads of a load run, as the requests wrk sends.
 
 A scenario knows its method, path, headers and expected status, and a `Workload` holds the concrete
 requests for one snapshot size: one fixed request, a list that wrk rotates through, or a body template
@@ -36,6 +36,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("post-unique", "POST /proxy, a unique userId per request", "POST", "/proxy"),
     Scenario("post-rotating", f"POST /proxy over {ROTATING} rotating contexts", "POST", "/proxy"),
     Scenario("get-query", f"GET /proxy, {ROTATING} rotating query contexts", "GET", "/proxy"),
+    Scenario("get-empty", "GET /proxy with no context (no query)", "GET", "/proxy"),
     Scenario("post-toggles", "POST /proxy with a 5-name toggles list", "POST", "/proxy"),
     Scenario("get-304", "GET /proxy with a matching If-None-Match", "GET", "/proxy", expected_status=304),
     Scenario(
@@ -108,6 +109,8 @@ def workload(scenario: Scenario, flags: int, etag: str | None = None) -> Workloa
         return Workload(scenario, [Request("", _post_body(c)) for c in contexts], headers=headers)
     if name == "get-query":
         return Workload(scenario, [Request(_query(c), None) for c in contexts], headers=headers)
+    if name == "get-empty":
+        return Workload(scenario, [Request("", None)], headers=headers)
     if name == "post-toggles":
         names = toggle_names(flags)
         return Workload(scenario, [Request("", _post_body(c, names)) for c in contexts], headers=headers)

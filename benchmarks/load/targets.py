@@ -52,7 +52,7 @@ class RunDirectory:
         """The harness's environment without any proxy option (a caller's PORT, LOG_LEVEL or HTTP_PROXY
         would change what is measured), plus `extra`."""
         env = {k: v for k, v in os.environ.items() if k not in _OPTION_VARIABLES}
-        env.update(TMPDIR=str(self.tmp), PYTHONPATH=str(REPO), **extra)
+        env.update({"TMPDIR": str(self.tmp), "PYTHONPATH": str(REPO), **extra})
         return env
 
     def launch(
@@ -60,13 +60,14 @@ class RunDirectory:
         name: str,
         build: Callable[[int], tuple[list[str], dict[str, str]]],
         wait: Callable[[Service], None],
+        tree: Path = REPO,
     ) -> Service:
         """Start `build(port)` = (command, env) on a free port and `wait` for it; stopped again if that
         fails, and started on another port if the chosen one was taken in the meantime."""
         for attempt in range(3):
             port = free_port()
             command, env = build(port)
-            service = Service.start(name, command, env, port, self.root, REPO)
+            service = Service.start(name, command, env, port, self.root, tree)
             try:
                 wait(service)
                 return service
@@ -89,9 +90,15 @@ def start_upstream(run: RunDirectory, flags: int) -> Service:
 
 
 def start_flagproxy(
-    run: RunDirectory, upstream: Service, workers: int, name: str = "flagproxy", **options: str
+    run: RunDirectory,
+    upstream: Service,
+    workers: int,
+    name: str = "flagproxy",
+    tree: Path = REPO,
+    **options: str,
 ) -> Target:
-    """`flagproxy proxy --workers N`; `options` are more of its variables (ENABLE_PROMETHEUS=false)."""
+    """`flagproxy proxy --workers N` from source tree `tree` (another checkout, built: a before/after
+    comparison); `options` are more of its variables (ENABLE_PROMETHEUS=false)."""
     fetched_before = _full_answers(upstream)
 
     def build(port: int) -> tuple[list[str], dict[str, str]]:
@@ -102,12 +109,13 @@ def start_flagproxy(
             EXP_SERVER_SIDE_SDK_CONFIG_TOKENS=SERVER_TOKEN,
             PORT=str(port),
             PROXY_HOST="127.0.0.1",
+            PYTHONPATH=str(tree),
             **options,
         )
         return [sys.executable, "-m", "flagproxy", "proxy", "--workers", str(workers)], env
 
     # One sync per instance: one full fetch, whatever the number of workers.
-    service = run.launch(name, build, lambda s: _wait_ready(s, upstream, fetched_before + 1))
+    service = run.launch(name, build, lambda s: _wait_ready(s, upstream, fetched_before + 1), tree)
     return Target(name, service, "sanic")
 
 

@@ -1,0 +1,310 @@
+"""`python -m benchmarks.load.per_cpu`: flagproxy against the Python ceiling, in requests per CPU-second.
+
+    python -m benchmarks.load.per_cpu --flags 350,5000 --json per-cpu.json
+
+Issue 25's measurement. For each flag count, in one run, one worker each, all alive at once on 127.0.0.1:
+
+- `flagproxy proxy --workers 1` on the loopback upstream (benchmarks/load/upstream.py);
+- the ceiling: a bare Sanic worker (benchmarks/load/baseline.py, `--workers 1`) answering the proxy's own
+  typical answer of each scenario, same status, bytes and headers, with a new `HTTPResponse` per request;
+- `flagproxy edge --workers 1` on the same upstream (at the `--edge-flags` counts), whose `/api/frontend`
+  is paired with the proxy's `/proxy`.
+
+Each pair (proxy / ceiling for every scenario; edge / proxy) is loaded in alternating rounds of
+`--round-seconds` (A B, B A, B A, A B, ...; `--rounds` of each), by wrk with the same requests. Each round
+reads the CPU time (utime + stime from /proc) of the target's whole process group before and after, so
+each round gives requests per second and requests per CPU-second; the figure is the median of the rounds'
+ratios (and their range), which cancels most of the shared machine's drift. Requests per CPU-second does
+not depend on how much of the two cores the scheduler gave the server, only on what a request costs it,
+so it is the figure to go by on a busy machine; req/s is printed beside it.
+
+Scenarios (benchmarks/load/scenarios.py): `post-unique` (POST /proxy, a new userId per request: no cache
+can help) and `get-empty` (GET /proxy with no context, answered from the response cache). After the rounds,
+the RSS (VmRSS) of each serving process: with one worker the proxy, the edge and the ceiling are each one
+process.
+
+`--before TREE` also starts the proxy of another checkout (built: `pip install -e .` there, or the
+compiled evaluator copied when _eval.pyx did not change) and pairs this tree's proxy with it, scenario by
+scenario: a hot-path change's before and after, measured the same way (`--no-ceiling --edge-flags ''`
+for that pair alone).
+
+Exit status 1 when any request failed or got an unexpected status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from benchmarks.load import wrk
+from benchmarks.load.edge import edge_scenario, start_edge
+from benchmarks.load.probe import Probe, baseline_route, probe
+from benchmarks.load.processes import QUIET_TIMEOUT, Service, wait_until_quiet
+from benchmarks.load.report import Row
+from benchmarks.load.runner import Options, measure, stderr_log
+from benchmarks.load.scenarios import SCENARIOS_BY_NAME
+from benchmarks.load.targets import RunDirectory, Target, start_baseline, start_flagproxy, start_upstream
+
+SCENARIOS = ("post-unique", "get-empty")
+
+
+@dataclass
+class Pair:
+    """Two targets loaded in alternating rounds: `first` over `second`."""
+
+    flags: int
+    scenario: str
+    first: str
+    second: str
+    rounds: list[tuple[Row, Row]] = field(default_factory=list)
+
+    def _ratios(self, per_cpu: bool) -> list[float]:
+        found = []
+        for a, b in self.rounds:
+            if per_cpu and a.cpu_us_per_request and b.cpu_us_per_request:
+                found.append(b.cpu_us_per_request / a.cpu_us_per_request)
+            elif not per_cpu and a.requests_per_s and b.requests_per_s:
+                found.append(a.requests_per_s / b.requests_per_s)
+        return sorted(found)
+
+    def summary(self) -> dict[str, object]:
+        def total(index: int) -> tuple[float, float]:
+            rows = [pair[index] for pair in self.rounds]
+            requests = sum(r.requests for r in rows)
+            seconds = sum(r.requests / r.requests_per_s for r in rows if r.requests_per_s)
+            cpu = sum((r.cpu_us_per_request or 0) * r.requests for r in rows) / 1e6
+            return (requests / seconds if seconds else 0.0), (requests / cpu if cpu else 0.0)
+
+        (a_rps, a_cpu), (b_rps, b_cpu) = total(0), total(1)
+        per_cpu, per_s = self._ratios(True), self._ratios(False)
+        return {
+            "flags": self.flags,
+            "scenario": self.scenario,
+            "first": self.first,
+            "second": self.second,
+            "first_req_per_s": round(a_rps),
+            "second_req_per_s": round(b_rps),
+            "first_req_per_cpu_s": round(a_cpu),
+            "second_req_per_cpu_s": round(b_cpu),
+            "per_cpu_median": round(statistics.median(per_cpu), 3) if per_cpu else None,
+            "per_cpu_range": [round(per_cpu[0], 3), round(per_cpu[-1], 3)] if per_cpu else None,
+            "per_s_median": round(statistics.median(per_s), 3) if per_s else None,
+            "per_s_range": [round(per_s[0], 3), round(per_s[-1], 3)] if per_s else None,
+            "errors": sum(a.errors + b.errors for a, b in self.rounds),
+        }
+
+
+def paired(
+    targets: tuple[Target, Target],
+    probes: tuple[Probe, Probe],
+    flags: int,
+    options: Options,
+    rounds: int,
+    run: RunDirectory,
+    settle: object,
+) -> Pair:
+    """`rounds` rounds of each target, alternating (A B, B A, B A, A B, ...), each warmed once first."""
+    first, second = targets
+    pair = Pair(flags, probes[0].workload.scenario.name, first.name, second.name)
+    quiet = lambda _message: None  # noqa: E731 - the pair is logged as one line
+    settle()  # type: ignore[operator]
+    if options.warmup:
+        warm = replace(options, duration=options.warmup, warmup=0)
+        for target, probed in zip(targets, probes, strict=True):
+            measure(target, probed, flags, warm, run, quiet)
+    short = replace(options, warmup=0)
+    for number in range(rounds):
+        order = (0, 1) if number % 4 in (0, 3) else (1, 0)
+        measured: dict[int, Row] = {}
+        for index in order:
+            measured[index] = measure(targets[index], probes[index], flags, short, run, quiet)
+        pair.rounds.append((measured[0], measured[1]))
+    s = pair.summary()
+    stderr_log(
+        f"[{flags} flags] {pair.scenario}: {first.name} / {second.name} per CPU-second {s['per_cpu_median']} "
+        f"(rounds {', '.join(f'{r:.3f}' for r in pair._ratios(True))}), per second {s['per_s_median']}; "
+        f"{s['first_req_per_cpu_s']:,} / {s['second_req_per_cpu_s']:,} req per CPU-s, "
+        f"{s['first_req_per_s']:,} / {s['second_req_per_s']:,} req/s, errors {s['errors']}"
+    )
+    return pair
+
+
+def run_flags(flags: int, args: argparse.Namespace, options: Options, root: Path) -> tuple[list[Pair], dict]:
+    run = RunDirectory(root / f"flags-{flags}")
+    services: list[Service] = []
+    pairs: list[Pair] = []
+    rss: dict[str, float | None] = {}
+    try:
+        stderr_log(f"[{flags} flags] starting upstream, flagproxy proxy --workers 1")
+        upstream = start_upstream(run, flags)
+        services.append(upstream)
+        proxy = start_flagproxy(run, upstream, 1)
+        services.append(proxy.service)
+        before = None
+        if args.before is not None:
+            before = start_flagproxy(run, upstream, 1, "before", args.before)
+            services.append(before.service)
+        scenarios = [SCENARIOS_BY_NAME[name] for name in args.scenarios]
+        proxy_probes = {s.name: probe(proxy, s, flags) for s in scenarios}
+        routes = [
+            baseline_route(s, proxy_probes[s.name].typical) for s in scenarios if proxy_probes[s.name].typical
+        ]
+        ceiling = start_baseline(run, routes, 1)
+        services.append(ceiling.service)
+        edge = None
+        if flags in args.edge_flags:
+            edge = start_edge(run, upstream, "edge", 1)
+            services.append(edge.service)
+
+        def settle() -> None:
+            if wait_until_quiet([service.process.pid for service in services]) is None:
+                stderr_log(f"services still busy after {QUIET_TIMEOUT:.0f} s; measuring anyway")
+
+        for s in scenarios:
+            mine = proxy_probes[s.name]
+            if before is not None:
+                earlier = probe(before, s, flags)
+                pairs.append(
+                    paired((proxy, before), (mine, earlier), flags, options, args.rounds, run, settle)
+                )
+            if not args.no_ceiling:
+                theirs = probe(ceiling, s, flags, given=mine.workload)
+                pairs.append(
+                    paired((proxy, ceiling), (mine, theirs), flags, options, args.rounds, run, settle)
+                )
+        if edge is not None:
+            for s in scenarios:
+                on_edge = edge_scenario(s.name)
+                edge_probe = probe(edge, on_edge, flags)
+                pairs.append(
+                    paired(
+                        (edge, proxy),
+                        (edge_probe, proxy_probes[s.name]),
+                        flags,
+                        options,
+                        args.rounds,
+                        run,
+                        settle,
+                    )
+                )
+        for target in (proxy, ceiling, edge, before):
+            if target is not None:
+                rss[target.name] = target.service.rss()["main"]
+    finally:
+        for service in reversed(services):
+            service.stop()
+    return pairs, rss
+
+
+def markdown(pairs: list[Pair], rss: dict[int, dict[str, float | None]]) -> str:
+    lines = [
+        "| flags | scenario | A / B | A req/CPU-s | B req/CPU-s | per CPU-s: median (range) "
+        "| A req/s | B req/s | per s: median (range) | errors |",
+        "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for pair in pairs:
+        s = pair.summary()
+        cpu_range = s["per_cpu_range"] or ["-", "-"]
+        s_range = s["per_s_range"] or ["-", "-"]
+        lines.append(
+            f"| {s['flags']} | {s['scenario']} | {s['first']} / {s['second']} | {s['first_req_per_cpu_s']:,} "
+            f"| {s['second_req_per_cpu_s']:,} | **{s['per_cpu_median']}x** ({cpu_range[0]}-{cpu_range[1]}) "
+            f"| {s['first_req_per_s']:,} | {s['second_req_per_s']:,} | {s['per_s_median']}x "
+            f"({s_range[0]}-{s_range[1]}) | {s['errors']} |"
+        )
+    lines += ["", "| flags | serving process | RSS MiB |", "|---:|---|---:|"]
+    for flags, found in rss.items():
+        for name, mib in found.items():
+            lines.append(f"| {flags} | {name} | {mib} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.load.per_cpu",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--flags", default="350,5000", help="snapshot sizes, comma-separated (350,5000)")
+    parser.add_argument(
+        "--scenarios", default=",".join(SCENARIOS), help=f"comma-separated ({','.join(SCENARIOS)})"
+    )
+    parser.add_argument(
+        "--edge-flags",
+        default="350",
+        help="flag counts at which edge is paired with the proxy (350; '' none)",
+    )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        metavar="TREE",
+        help="also pair this tree's proxy with the proxy of TREE (a built checkout from before a change)",
+    )
+    parser.add_argument("--no-ceiling", action="store_true", help="leave out the proxy / ceiling pairs")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of each target (5)")
+    parser.add_argument("--round-seconds", type=int, default=4, help="seconds of each round (4)")
+    parser.add_argument("--warmup", type=int, default=2, help="seconds of wrk on each target first (2)")
+    parser.add_argument("--threads", type=int, default=2, help="wrk threads (2)")
+    parser.add_argument("--connections", type=int, default=50, help="wrk connections (50)")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
+    parser.add_argument("--keep", action="store_true", help="keep the run's directory")
+    parser.add_argument("--smoke", action="store_true", help="50 flags, 2 rounds of 1 s: CI's check")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.flags, args.edge_flags, args.rounds, args.round_seconds, args.warmup = "50", "50", 2, 1, 0
+    try:
+        flags = [int(f) for f in args.flags.split(",") if f.strip()]
+        args.edge_flags = {int(f) for f in args.edge_flags.split(",") if f.strip()}
+    except ValueError:
+        parser.error("--flags and --edge-flags are comma-separated numbers")
+    args.scenarios = [n.strip() for n in args.scenarios.split(",") if n.strip()]
+    unknown = [n for n in args.scenarios if n not in SCENARIOS_BY_NAME]
+    if unknown or not args.scenarios:
+        parser.error(f"--scenarios: unknown {', '.join(unknown) or '(none given)'}")
+    if not flags or min(*flags, args.rounds, args.round_seconds, args.threads) < 1 or args.warmup < 0:
+        parser.error("--flags, --rounds, --round-seconds and --threads must be at least 1")
+    if args.connections < args.threads:
+        parser.error("--connections must be at least --threads")
+    if not wrk.available():
+        parser.error("wrk is not installed (apt-get install wrk)")
+    options = Options(
+        flags=tuple(flags),
+        scenarios=(),
+        workers=1,
+        baseline_workers=1,
+        duration=args.round_seconds,
+        warmup=args.warmup,
+        wrk=wrk.WrkOptions(args.threads, args.connections, 10),
+        peer_node=False,
+    )
+    root = Path(tempfile.mkdtemp(prefix="flagproxy-per-cpu-"))
+    pairs: list[Pair] = []
+    rss: dict[int, dict[str, float | None]] = {}
+    for count in flags:
+        found, rss[count] = run_flags(count, args, options, root / str(count))
+        pairs += found
+    print(markdown(pairs, rss))
+    if args.json:
+        document = {
+            "pairs": [
+                {**p.summary(), "rounds": [[asdict(a), asdict(b)] for a, b in p.rounds]} for p in pairs
+            ],
+            "rss_mib": rss,
+        }
+        args.json.write_text(json.dumps(document, indent=2) + "\n")
+    failed = any(p.summary()["errors"] for p in pairs)
+    if failed or args.keep:
+        stderr_log(f"run directory kept: {root}")
+    else:
+        shutil.rmtree(root, ignore_errors=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
