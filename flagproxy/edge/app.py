@@ -38,6 +38,7 @@ from flagproxy.http import responses as r
 from flagproxy.http.base_app import TOO_LARGE, bad_http, headers_too_large, new_app, unexpected
 from flagproxy.http.conditional import make_answer
 from flagproxy.http.cors import CorsPolicy
+from flagproxy.http.delta import Streams
 from flagproxy.http.errors import ClientError
 from flagproxy.http.logger import make_logger
 from flagproxy.http.series import RequestSeries, preflight_or_fallback
@@ -67,7 +68,12 @@ class EdgeApp:
             directory = instance_directory
             self.instance = Instance(directory) if parent_pid else Instance.create(directory)
         self.leader: EdgeLeader | None = None
-        self.scopes = Scopes("", self.logger)  # its folder is the instance's, known at start
+        # Open /api/client/streaming connections of this worker (flagproxy/edge/delta_api.py): each new
+        # revision's delta events reach them as the worker installs it.
+        self.streams = Streams(s.max_streams)
+        self.scopes = Scopes(
+            "", self.logger, self.streams.offer
+        )  # its folder is the instance's, known at start
         self.usage = EdgeUsage()
         self.cors = CorsPolicy(s)
         self.token_header = s.edge_auth_header.lower()  # where clients put their token (EDGE_AUTH_HEADER)
@@ -107,17 +113,22 @@ class EdgeApp:
         )
         for exception, handler in handlers:
             app.error_handler.add(exception, handler)
-        for listener, event in ((self._start, "before_server_start"), (self._stop, "after_server_stop")):
+        for listener, event in (
+            (self._start, "before_server_start"),
+            (self._end_streams, "before_server_stop"),
+            (self._stop, "after_server_stop"),
+        ):
             app.register_listener(listener, event)
         guard_worker_signals(app)
 
     # ---- wiring -------------------------------------------------------------------------------------
 
-    def route(self, path: str, methods: list[str], handler: Handler) -> None:
+    def route(self, path: str, methods: list[str], handler: Handler, *, observed: bool = True) -> None:
+        """`observed`: counted in the request series (not a stream, whose duration is its connection's)."""
         name = f"{'_'.join(methods)}{path}".replace("/", "_").replace("<", "").replace(">", "").lower()
         label = path.removeprefix(self.settings.base_path) or "/"  # a route template: bounded
-        observed = self.request_series.observe(label, handler)
-        self.app.add_route(observed, path, methods=methods, name=name, strict_slashes=False)
+        answer = self.request_series.observe(label, handler) if observed else handler
+        self.app.add_route(answer, path, methods=methods, name=name, strict_slashes=False)
 
     async def _start(self, app: Sanic) -> None:
         if self.instance is None:
@@ -143,6 +154,10 @@ class EdgeApp:
         )
         self.follower.load()  # before the first connection: a late worker serves the current revisions
         self.tasks.append(asyncio.get_running_loop().create_task(self.follower.run()))
+
+    async def _end_streams(self, app: Sanic) -> None:
+        # Open streams end now rather than hold the graceful stop; their clients reconnect and resume.
+        self.streams.stop_streams()
 
     def _hand_off(self) -> None:
         """This worker's usage to the leader's one usage stream (offline there is none: kept, bounded)."""

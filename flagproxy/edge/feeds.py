@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from flagproxy.edge.changes import ChangeLog
 from flagproxy.edge.tokens import ALL_PROJECTS
 from flagproxy.instance.compiler import ImageCompiler
 from flagproxy.instance.store import compile_image, return_free_memory
@@ -73,7 +74,13 @@ class Feeds:
     """Every feed's latest document as the leader publishes it; what edge/sync.py and offline.py feed."""
 
     def __init__(
-        self, directory: str, logger: Any, backup_folder: str | None = None, *, compile_apart: bool = False
+        self,
+        directory: str,
+        logger: Any,
+        backup_folder: str | None = None,
+        *,
+        compile_apart: bool = False,
+        kept_events: int = 1000,
     ) -> None:
         self.directory = directory
         self.logger = logger
@@ -83,6 +90,9 @@ class Feeds:
         self.feeds: dict[Scope, Publication] = {}  # scopes something syncs (hydrated or not)
         self.hydrated: dict[Scope, asyncio.Event] = {}
         self.flags: dict[Scope, int] = {}  # how many flags each feed's latest document holds
+        # Each feed's delta log (flagproxy/edge/changes.py), published with its documents.
+        self.kept_events = kept_events
+        self.changes: dict[Scope, ChangeLog] = {}
         self.backup = FileStorageProvider(backup_folder) if backup_folder else None
         # Features documents refused whole, by reason (flagproxy/sync/documents.py): served at
         # /internal-backstage/metrics as flagproxy_refused_documents_total, as the proxy does.
@@ -150,11 +160,14 @@ class Feeds:
     def _published(
         self, feed: Scope, payload: dict[str, Any], image: bytes | None, source: str, save: bool
     ) -> bool:
-        self.feeds[feed].publish(payload, source, image)
+        changes = self.changes.setdefault(feed, ChangeLog(self.kept_events))
+        log = changes.record(payload)
+        self.feeds[feed].publish(payload, source, image, extra={"delta": log})
         self.flags[feed] = flag_count(payload)
         self.hydrated[feed].set()
         if save and self.backup is not None:
-            self.backup.set(_backup_key(feed), {"scope": [feed[0], list(feed[1])], "features": payload})
+            kept = {"scope": [feed[0], list(feed[1])], "features": payload, "eventId": changes.last}
+            self.backup.set(_backup_key(feed), kept)
         return True
 
     def close(self) -> None:
@@ -176,6 +189,8 @@ class Feeds:
         saved = self.backup.get(_backup_key(feed))
         if not isinstance(saved, dict) or not isinstance(saved.get("features"), dict):
             return False
+        if isinstance(saved.get("eventId"), int):  # delta event ids go on from the last run's
+            self.changes.setdefault(feed, ChangeLog(self.kept_events)).continue_after(saved["eventId"])
         return self.publish(feed, saved["features"], source="backup", save=False)
 
     @property

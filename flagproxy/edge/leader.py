@@ -51,7 +51,13 @@ class EdgeLeader:
         self.offline = settings.mode == OFFLINE
         backup = None if self.offline else settings.backup_folder
         # `compile_apart`: this leader shares its process with a serving loop (flagproxy/edge/app.py).
-        self.feeds = Feeds(instance.directory, logger, backup, compile_apart=compile_apart)
+        self.feeds = Feeds(
+            instance.directory,
+            logger,
+            backup,
+            compile_apart=compile_apart,
+            kept_events=settings.delta_kept_events,
+        )
         self.usage = EdgeUsage()
         self.sync: Any = None
         self.source: OfflineSource | None = None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sanic import Sanic
 
-from flagproxy.edge import backstage, client_api, frontend_api
+from flagproxy.edge import backstage, client_api, delta_api, frontend_api
 from flagproxy.edge.app import EdgeApp
 from flagproxy.edge.settings import EdgeSettings
 
@@ -30,6 +30,8 @@ def add_routes(edge: EdgeApp) -> None:
     client = f"{base}/api/client"
     edge.route(f"{client}/features", get, client_api.features(edge))
     edge.route(f"{client}/features/<name>", get, client_api.feature(edge))
+    edge.route(f"{client}/delta", get, delta_api.delta(edge))
+    edge.route(f"{client}/streaming", ["GET"], delta_api.streaming(edge), observed=False)
     edge.route(f"{client}/metrics", post, client_api.usage(edge))
     edge.route(f"{client}/metrics/bulk", post, client_api.bulk_usage(edge))
     edge.route(f"{client}/register", post, client_api.register(edge))

@@ -13,20 +13,23 @@ worker answers the same revision.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import orjson
 
+from flagproxy.edge.changes import DEFAULT_PROJECT, FeedLog
 from flagproxy.edge.feeds import Scope, covers, feed_file, index_stamp, read_index, scope_name
 from flagproxy.edge.tokens import ALL_PROJECTS, EdgeToken
+from flagproxy.http import delta as wire
+from flagproxy.http.delta import NO_TAGS, Batch, Reader, in_scope
 from flagproxy.http.etag import weak_etag
 from flagproxy.instance.follower import FollowedDocument, install_published
 from flagproxy.instance.response_cache import ResponseCache
 from flagproxy.instance.store import ServedSnapshot, SnapshotStore
 from flagproxy.sync.publication import Publication, Published
 
-PREFIX_CACHE = 64  # namePrefix answers kept per served scope
+PREFIX_CACHE = 64  # namePrefix answers (and delta hydrations) kept per served scope
 # Each served scope keeps its own response cache (one shared cache would be emptied whenever requests of
 # two scopes alternate: it holds one snapshot's answers). 8 MiB each for the first 16 scopes bounds them
 # to 128 MiB; scopes made after those evaluate every request.
@@ -54,6 +57,8 @@ class ServedScope:
         self.cache = ResponseCache(cache_bytes) if cache_bytes else None
         self.features: tuple[int, dict[str, dict[str, Any]]] | None = None  # revision, name -> flag
         self.prefixed: OrderedDict[tuple[int, str], tuple[bytes, str]] = OrderedDict()
+        self.event_id = 0  # the delta event id of the installed revision (flagproxy/edge/changes.py)
+        self.hydrations: OrderedDict[tuple[int, Any, Any], bytes] = OrderedDict()
 
     def install(self, published: Published) -> bool:
         """A new revision of the feed: its image when this scope is the whole feed, else the cut compiled."""
@@ -69,7 +74,11 @@ class ServedScope:
             except (ValueError, orjson.JSONDecodeError) as exc:
                 self.logger.error(f"The features of {scope_name(self.scope)} could not be used: {exc}")
                 installed = False
+        if installed:
+            log = FeedLog.read(published.extra)
+            self.event_id = log.last if log is not None else 0
         self.prefixed.clear()
+        self.hydrations.clear()
         return installed
 
     @property
@@ -91,6 +100,24 @@ class ServedScope:
                 self.prefixed.popitem(last=False)
         return hit
 
+    def hydration(self, reader: Reader) -> bytes:
+        """A delta `hydration` event of the installed revision for `reader`: its flags (already cut to the
+        token's projects; the request's `project` and `namePrefix`) and every segment."""
+        key = (self.event_id, reader.projects, reader.name_prefix)
+        hit = self.hydrations.get(key)
+        if hit is None:
+            snapshot = self.current
+            document = orjson.loads(snapshot.features_body) if snapshot is not None else {}
+            features = [
+                f
+                for f in document.get("features", ())
+                if in_scope(reader, str(f.get("project") or DEFAULT_PROJECT), str(f.get("name")), NO_TAGS)
+            ]
+            hit = self.hydrations[key] = wire.hydration(self.event_id, features, document.get("segments", []))
+            while len(self.hydrations) > PREFIX_CACHE:
+                self.hydrations.popitem(last=False)
+        return hit
+
     def feature(self, snapshot: ServedSnapshot, name: str) -> dict[str, Any] | None:
         """One flag of the snapshot's features body (read once per revision)."""
         if self.features is None or self.features[0] != snapshot.revision:
@@ -103,12 +130,16 @@ class ServedScope:
 class Scopes:
     """The feeds this worker follows and the scopes it serves from them; what the routes read."""
 
-    def __init__(self, directory: str, logger: Any) -> None:
+    def __init__(
+        self, directory: str, logger: Any, on_changes: Callable[[Batch], None] | None = None
+    ) -> None:
         self.directory = directory
         self.logger = logger
         self.feeds: dict[Scope, FollowedDocument] = {}
         self.served: dict[Scope, ServedScope] = {}
         self.index: tuple[int, int] | None = None
+        self.logs: dict[Scope, FeedLog] = {}  # each feed's delta log, as last published
+        self.on_changes = on_changes  # new delta events of a feed, for this worker's open streams
 
     # ---- following the leader (flagproxy/instance/follower.py) ----------------------------------------
 
@@ -131,7 +162,23 @@ class Scopes:
         installed = True
         for served in [s for s in self.served.values() if s.source == feed]:
             installed = served.install(published) and installed
+        self._new_log(feed, published)
         return installed
+
+    def _new_log(self, feed: Scope, published: Published) -> None:
+        """The feed's log published with this revision; its new events to the open streams."""
+        log = FeedLog.read(published.extra)
+        if log is None:
+            return
+        before = self.logs.get(feed)
+        if before is not None and log.last <= before.last:
+            return
+        self.logs[feed] = log
+        if before is not None and self.on_changes is not None:
+            # A reader behind the log's floor lost events the log dropped (a worker that missed revisions
+            # while the leader published many): it catches up instead.
+            after = max(before.last, log.floor)
+            self.on_changes(Batch(log.after(before.last), log.last, feed, after))
 
     @property
     def loaded(self) -> bool:

@@ -83,6 +83,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("backup_folder", "BACKUP_FOLDER", None, "path",
            "folder where the last good features of each environment are kept and read at start "
            "(never tokens)", (EDGE,), "-b", group="upstream"),
+    Option("delta_kept_events", "DELTA_KEPT_EVENTS", 1000, "int",
+           "delta events kept per environment and project set for /api/client/delta and "
+           "/api/client/streaming; a reader further behind gets a hydration", group="serving"),
+    Option("max_streams", "MAX_STREAMS", 1000, "int",
+           "open /api/client/streaming connections per worker; more are told to poll (fetch-mode: polling)",
+           group="serving"),
     Option("disable_all_endpoint", "DISABLE_ALL_ENDPOINT", False, "bool",
            "do not serve /api/frontend/all and /api/proxy/all", group="serving"),
     Option("trust_proxy", "TRUST_PROXY", False, "bool",
@@ -165,6 +171,8 @@ class EdgeSettings:
     metrics_interval_seconds: int = 60
     token_revalidation_interval_seconds: int = 3600
     backup_folder: str | None = None
+    delta_kept_events: int = 1000
+    max_streams: int = 1000
     disable_all_endpoint: bool = False
     trust_proxy: TrustProxy = field(default_factory=TrustProxy)
     allow_list: tuple[Network, ...] = ()
@@ -254,6 +262,8 @@ def _load(options: dict[str, Any], env: Mapping[str, str], mode: str) -> EdgeSet
         ("token_revalidation_interval_seconds", 1, None),
         ("upstream_request_timeout", 1, None),
         ("cors_max_age", 0, None),
+        ("delta_kept_events", 1, None),
+        ("max_streams", 0, None),
     ):
         value = values.get(key)
         if value is not None and (value < low or (high is not None and value > high)):

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from flagproxy.http.delta import in_scope
 from flagproxy.server.storage.catalog import Catalog
 
 
@@ -65,15 +66,6 @@ def selected(catalog: Catalog, query: ClientQuery) -> list[dict[str, Any]]:
 
 def tag_pairs(catalog: Catalog, name: str) -> frozenset[tuple[str, str]]:
     return frozenset((tag["type"], tag["value"]) for tag in catalog.tags.get(name, []))
-
-
-def in_scope(query: ClientQuery, project: str, name: str, tags: frozenset[tuple[str, str]]) -> bool:
-    """Whether a feature of this project, name and tags is in the query's scope (any listed tag matches)."""
-    if query.projects is not None and project not in query.projects:
-        return False
-    if query.name_prefix and not name.startswith(query.name_prefix):
-        return False
-    return not query.tags or not tags.isdisjoint(query.tags)
 
 
 def feature_wire(catalog: Catalog, feature: dict[str, Any], environment: str, inline: bool) -> dict[str, Any]:

@@ -36,6 +36,7 @@ class Published:
     document: bytes | memoryview  # the features document, as JSON
     stamp: tuple[int, int]  # the file's (inode, mtime): what `Publication.stamp()` said when it was read
     image: bytes | memoryview | None = None  # the document compiled, if the sync made it
+    extra: Any = None  # what the product published beside the document (edge: the feed's delta log)
 
 
 class Publication:
@@ -50,18 +51,19 @@ class Publication:
 
     # ---- the leader ---------------------------------------------------------------------------------
 
-    def publish(self, payload: Any, source: str, image: bytes | None = None) -> int:
+    def publish(self, payload: Any, source: str, image: bytes | None = None, extra: Any = None) -> int:
         """Write `payload` (a features document), and its compiled `image` if given, for every worker;
-        returns its revision."""
+        returns its revision. `extra` (JSON) goes in the header line, read with the document."""
         if self.revision == 0:
             current = self.read()
             self.revision = current.revision if current else 0
         self.revision += 1
         now_ms = int(time.time() * 1000)
         document = orjson.dumps(payload)
-        header = orjson.dumps(
-            {"revision": self.revision, "source": source, "published_ms": now_ms, "length": len(document)}
-        )
+        meta = {"revision": self.revision, "source": source, "published_ms": now_ms, "length": len(document)}
+        if extra is not None:
+            meta["extra"] = extra
+        header = orjson.dumps(meta)
         fd, temporary = tempfile.mkstemp(prefix=".snapshot-", dir=self.directory)
         try:
             with os.fdopen(fd, "wb") as file:
@@ -110,7 +112,9 @@ class Publication:
         view = memoryview(data)
         image = view[end:] if len(data) > end else None
         document = view[start:end]
-        return Published(meta["revision"], meta["source"], meta["published_ms"], document, stamp, image)
+        return Published(
+            meta["revision"], meta["source"], meta["published_ms"], document, stamp, image, meta.get("extra")
+        )
 
     def last_checked_ms(self) -> int:
         try:

@@ -6,10 +6,9 @@ change's transaction sending `NOTIFY` as it commits (and a read every few second
 be lost while the listening connection reconnects); on SQLite by reading the event table's index every
 0.1 s. A change made by this process wakes its feed at once.
 
-Streams hold no copy of the log: the feed reads each new revision's events once and hands the same
-objects to every stream, which picks what its token may see. A stream that falls behind (more than
-MAX_PENDING batches unsent) drops them and catches up from the database instead, so a slow client costs
-a bounded amount of memory.
+The feed reads each new revision's events once and hands the same objects to every open stream
+(flagproxy/http/delta.py `Streams`), which picks what its token may see; one that falls behind catches up
+from the database.
 """
 
 from __future__ import annotations
@@ -17,9 +16,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass
 
-from flagproxy.server.delta.events import DeltaEvent, parse
+from flagproxy.http.delta import Batch, Streams
+from flagproxy.server.delta.events import parse
 from flagproxy.server.storage import delta as delta_rows
 from flagproxy.server.storage import revision
 from flagproxy.server.storage.database import Database
@@ -28,83 +27,19 @@ log = logging.getLogger("flagproxy.server")
 
 SQLITE_POLL_SECONDS = 0.1
 POSTGRES_POLL_SECONDS = 5.0
-MAX_PENDING = 64
 LISTEN_RETRY_SECONDS = 1.0
 LISTEN_WAIT_SECONDS = 0.5  # how long one wait for notifications lasts: a stop waits at most this long
 
 
-@dataclass(frozen=True, slots=True)
-class Batch:
-    """Events read at once, every environment's; `upto` is the newest revision they bring a reader to."""
-
-    events: list[DeltaEvent]
-    upto: int
-
-
-class Subscriber:
-    """One open stream's inbox."""
-
-    __slots__ = ("_ready", "behind", "pending", "stopped")
-
-    def __init__(self) -> None:
-        self.pending: list[Batch] = []
-        self.behind = False  # batches were dropped: catch up from the database
-        self.stopped = False
-        self._ready = asyncio.Event()
-
-    def offer(self, batch: Batch) -> None:
-        if len(self.pending) >= MAX_PENDING:
-            self.pending.clear()
-            self.behind = True
-        else:
-            self.pending.append(batch)
-        self._ready.set()
-
-    def fell_behind(self) -> None:
-        self.pending.clear()
-        self.behind = True
-        self._ready.set()
-
-    def stop(self) -> None:
-        self.stopped = True
-        self._ready.set()
-
-    async def wait(self, timeout: float) -> bool:
-        """True when there is something to do (batches, a catch-up, a stop); False after `timeout`."""
-        try:
-            await asyncio.wait_for(self._ready.wait(), timeout)
-        except TimeoutError:
-            return False
-        self._ready.clear()
-        return True
-
-    def take(self) -> list[Batch]:
-        taken, self.pending = self.pending, []
-        return taken
-
-
-class DeltaFeed:
+class DeltaFeed(Streams):
     """New events for this process's streams; at most `max_streams` of them at once."""
 
     def __init__(self, database: Database, max_streams: int) -> None:
+        super().__init__(max_streams)
         self.database = database
-        self.max_streams = max_streams
-        self.subscribers: set[Subscriber] = set()
         self.position = 0
         self._wake = asyncio.Event()
-        self._stopping = False
         self._tasks: list[asyncio.Task[None]] = []
-
-    def subscribe(self) -> Subscriber | None:
-        """A new stream's inbox, or None when this process already serves `max_streams` streams."""
-        if self._stopping or len(self.subscribers) >= self.max_streams:
-            return None
-        subscriber = Subscriber()
-        self.subscribers.add(subscriber)
-        return subscriber
-
-    def unsubscribe(self, subscriber: Subscriber) -> None:
-        self.subscribers.discard(subscriber)
 
     def wake(self) -> None:
         """A change was committed by this process: read it now rather than at the next poll."""
@@ -120,9 +55,7 @@ class DeltaFeed:
 
     async def stop(self) -> None:
         """End every open stream (their handlers finish their responses) and stop reading."""
-        self._stopping = True
-        for subscriber in list(self.subscribers):
-            subscriber.stop()
+        self.stop_streams()
         for task in self._tasks:
             if task.get_name() != "delta-listen":  # it ends by itself within LISTEN_WAIT_SECONDS
                 task.cancel()
@@ -157,28 +90,27 @@ class DeltaFeed:
         batch = Batch(parse(rows), int(rows[-1]["event_id"]))
         missed = window is not None and self.position < window
         self.position = batch.upto
-        for subscriber in list(self.subscribers):
-            if missed:  # older events were dropped before this process read them: streams catch up
-                subscriber.fell_behind()
-            else:
-                subscriber.offer(batch)
+        if missed:  # older events were dropped before this process read them: streams catch up
+            self.fell_behind()
+        else:
+            self.offer(batch)
 
     async def _listen(self, url: str) -> None:
         import psycopg
 
         # Never cancelled: psycopg answers the cancellation of a wait for notifications by asking the server
         # to cancel a query and waiting for it to end, which a LISTEN never does, so a stop hung until
-        # SIGKILL. Instead each wait ends after LISTEN_WAIT_SECONDS and the loop looks at `_stopping`.
-        while not self._stopping:
+        # SIGKILL. Instead each wait ends after LISTEN_WAIT_SECONDS and the loop looks at `stopping`.
+        while not self.stopping:
             try:
                 async with await psycopg.AsyncConnection.connect(url, autocommit=True) as connection:
                     await connection.execute(f"LISTEN {delta_rows.NOTIFY_CHANNEL}")
                     self._wake.set()  # whatever was committed while not listening
-                    while not self._stopping:
+                    while not self.stopping:
                         async for _ in connection.notifies(timeout=LISTEN_WAIT_SECONDS):
                             self._wake.set()
             except Exception as exc:
-                if self._stopping:
+                if self.stopping:
                     return
                 log.warning("delta feed: listening on PostgreSQL failed (%s); retrying", exc)
                 await asyncio.sleep(LISTEN_RETRY_SECONDS)

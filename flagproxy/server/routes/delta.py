@@ -15,9 +15,9 @@ import logging
 from sanic import Blueprint, HTTPResponse, Request
 from sanic_ext import openapi
 
+from flagproxy.http.delta import Batch, back_to_polling, delta_headers, event_id, resumes, stream_changes
 from flagproxy.server.client_features import ClientPayload, ClientQuery
 from flagproxy.server.delta import events as delta_events
-from flagproxy.server.delta.feed import Subscriber
 from flagproxy.server.errors import NotFound
 from flagproxy.server.routes.client import catalog_at, client_query
 from flagproxy.server.routes.common import transaction
@@ -26,17 +26,6 @@ from flagproxy.server.storage import revision
 
 bp = Blueprint("client_delta", url_prefix="/api/client")
 log = logging.getLogger("flagproxy.server")
-
-KEEP_ALIVE_SECONDS = 30.0
-EMPTY = b'{"events":[]}'
-
-
-def event_id(text: str | None) -> int | None:
-    """A revision from If-None-Match (`"12"`, `W/"12"`, `12`) or Last-Event-ID; None for anything else."""
-    if not text:
-        return None
-    text = text.strip().removeprefix("W/").strip('"')
-    return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None
 
 
 def delta_query(request: Request) -> ClientQuery:
@@ -53,8 +42,7 @@ def catch_up(request: Request, query: ClientQuery, since: int | None) -> tuple[b
         current = revision.current(tx)
         if since == current:
             return None, since
-        floor = delta_rows.floor(tx)
-        if since is not None and floor is not None and floor <= since < current:
+        if since is not None and resumes(since, delta_rows.floor(tx), current):
             rows = delta_rows.events_after(tx, since, query.environment)
             wires, last = delta_events.scoped(delta_events.parse(rows), query, since)
             return (delta_events.document(wires), last) if wires else (None, since)
@@ -82,21 +70,10 @@ async def client_delta(request: Request) -> HTTPResponse:
     query = delta_query(request)
     since = event_id(request.headers.get("if-none-match"))
     body, last = catch_up(request, query, since)
-    headers = {"etag": f'"{last}"', "cache-control": "no-cache"}
+    headers = delta_headers(last)
     if body is None:
         return HTTPResponse(status=304, headers=headers)
     return HTTPResponse(body, headers=headers, content_type="application/json; charset=utf-8")
-
-
-def sse(event: str, data: bytes, last: int | None = None) -> bytes:
-    """One server-sent event; `data` is one line of JSON."""
-    head = b"event: " + event.encode() + b"\n"
-    if last is not None:
-        head += b"id: %d\n" % last
-    return head + b"data: " + data + b"\n\n"
-
-
-FETCH_MODE_POLLING = sse("fetch-mode", b"polling")
 
 
 @bp.get("/streaming")
@@ -113,45 +90,16 @@ async def client_streaming(request: Request) -> HTTPResponse | None:
     query = delta_query(request)
     feed = request.app.ctx.delta_feed
     subscriber = feed.subscribe()
-    headers = {"cache-control": "no-cache", "x-accel-buffering": "no"}
     if subscriber is None:
         log.info("streaming: %d streams open, asking a client to poll", len(feed.subscribers))
-        return HTTPResponse(
-            FETCH_MODE_POLLING, headers={**headers, "fetch-mode": "polling"}, content_type="text/event-stream"
-        )
+        return back_to_polling()
+
+    def pick(batch: Batch, position: int) -> tuple[list[bytes], int, int]:
+        wires, last = delta_events.scoped(batch.events, query, position)
+        return wires, last, max(position, batch.upto)
+
     try:
-        await _stream(request, query, subscriber, headers)
+        await stream_changes(request, subscriber, lambda since: catch_up(request, query, since), pick, {})
     finally:
         feed.unsubscribe(subscriber)
     return None
-
-
-async def _stream(request: Request, query: ClientQuery, subscriber: Subscriber, headers: dict) -> None:
-    # Subscribed before the first read: nothing committed after that read can be missed.
-    since = event_id(request.headers.get("last-event-id"))
-    body, position = catch_up(request, query, since)
-    response = await request.respond(headers=headers, content_type="text/event-stream")
-    if body is None:
-        await response.send(sse("unleash-connected", EMPTY))
-    else:
-        await response.send(sse("unleash-connected", body, position))
-    while True:
-        if not await subscriber.wait(KEEP_ALIVE_SECONDS):
-            await response.send(b": keep-alive\n\n")
-            continue
-        if subscriber.stopped:
-            break
-        if subscriber.behind:
-            subscriber.behind = False
-            subscriber.take()
-            body, last = catch_up(request, query, position)
-            position = max(position, last)
-            if body is not None:
-                await response.send(sse("unleash-updated", body, last))
-            continue
-        for batch in subscriber.take():
-            wires, last = delta_events.scoped(batch.events, query, position)
-            position = max(position, batch.upto)
-            if wires:
-                await response.send(sse("unleash-updated", delta_events.document(wires), last))
-    await response.eof()

@@ -1,0 +1,148 @@
+"""Edge's delta log: each feed's changes, derived from the successive features documents it publishes.
+
+The upstream is polled for whole documents (flagproxy/edge/sync.py); what changed between two of them is
+what the delta API and the stream re-serve (flagproxy/edge/delta_api.py). The leader compares each new
+document of a feed with the last (`ChangeLog.record`): a flag new or different is `feature-updated`, one
+gone is `feature-removed`, segments likewise, segments updated first and removed last, as the server
+orders them (a flag may use a new segment; nothing uses a removed one). Every event of one document
+carries the same `eventId`, and the log is published in the feed's file with the document
+(flagproxy/sync/publication.py), so every worker serves the same events with the same ids.
+
+Event ids are the leader's clock in seconds at the change, or one more than the last when changes come
+faster, and a feed's backup keeps its last id: they keep increasing across restarts of the edge, so an
+SDK that comes back with an id of an earlier run hydrates rather than being told nothing changed.
+Only the newest `kept` events are kept; a reader further behind hydrates.
+
+`FeedLog` is a worker's view of one published log: the events as flagproxy/http/delta.py's `DeltaEvent`,
+their wire bytes made once for every reader.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from flagproxy.http import delta as wire
+from flagproxy.http.delta import NO_TAGS, DeltaEvent
+
+DEFAULT_PROJECT = "default"
+
+
+def _project(feature: Mapping[str, Any]) -> str:
+    return str(feature.get("project") or DEFAULT_PROJECT)
+
+
+def _features(payload: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    listed = payload.get("features")
+    return {f["name"]: f for f in listed or () if isinstance(f, Mapping) and isinstance(f.get("name"), str)}
+
+
+def _segments(payload: Mapping[str, Any]) -> dict[int, Mapping[str, Any]]:
+    listed = payload.get("segments")
+    return {s["id"]: s for s in listed or () if isinstance(s, Mapping) and isinstance(s.get("id"), int)}
+
+
+class ChangeLog:
+    """One feed's log on the leader: the last document's flags and segments, and the newest events."""
+
+    def __init__(self, kept: int) -> None:
+        self.kept = kept
+        self.features: dict[str, Mapping[str, Any]] = {}
+        self.segments: dict[int, Mapping[str, Any]] = {}
+        self.events: deque[dict[str, Any]] = deque()
+        self.last = 0  # the id of the last change (the revision a reader of the last document is at)
+        self.floor: int | None = None  # the oldest revision a reader can resume from; None: no document yet
+
+    def continue_after(self, event_id: int) -> None:
+        """A backup's last id: this run's ids come after it."""
+        self.last = max(self.last, event_id)
+
+    def record(self, payload: Mapping[str, Any], now: int | None = None) -> dict[str, Any]:
+        """The feed's new document: its events appended (none when no flag or segment changed: the revision
+        stays) and the log as published with it."""
+        features, segments = _features(payload), _segments(payload)
+        event_id = max(self.last + 1, int(time.time()) if now is None else now)
+        if self.floor is None:  # the first document: the log starts here, older readers hydrate
+            self.floor = self.last = event_id
+        else:
+            events = self._compare(event_id, features, segments)
+            if events:
+                self.last = event_id
+                self.events.extend(events)
+                while len(self.events) > self.kept:
+                    self.floor = self.events.popleft()["eventId"]
+        self.features, self.segments = features, segments
+        return {"eventId": self.last, "floor": self.floor, "events": list(self.events)}
+
+    def _compare(
+        self, event_id: int, features: dict[str, Mapping[str, Any]], segments: dict[int, Mapping[str, Any]]
+    ) -> list[dict[str, Any]]:
+        head = {"eventId": event_id}
+        updated = [
+            {**head, "type": "segment-updated", "segment": segment}
+            for segment_id, segment in segments.items()
+            if self.segments.get(segment_id) != segment
+        ]
+        for name, feature in features.items():
+            before = self.features.get(name)
+            if before != feature:
+                old = None if before is None else _project(before)
+                updated.append({**head, "type": "feature-updated", "feature": feature, "oldProject": old})
+        for name, before in self.features.items():
+            if name not in features:
+                updated.append(
+                    {**head, "type": "feature-removed", "featureName": name, "project": _project(before)}
+                )
+        removed = [
+            {**head, "type": "segment-removed", "segmentId": segment_id}
+            for segment_id in self.segments
+            if segment_id not in segments
+        ]
+        return updated + removed
+
+
+def _event(record: Mapping[str, Any]) -> DeltaEvent | None:
+    event_id, kind = int(record["eventId"]), record.get("type")
+    if kind == "feature-updated":
+        feature = record["feature"]
+        name, old = str(feature["name"]), record.get("oldProject")
+        removed = None if old is None else wire.feature_removed(event_id, name, old)
+        updated = wire.feature_updated(event_id, orjson.dumps(feature))
+        return DeltaEvent(event_id, None, name, _project(feature), NO_TAGS, old, NO_TAGS, updated, removed)
+    if kind == "feature-removed":
+        name, old = str(record["featureName"]), str(record["project"])
+        removed = wire.feature_removed(event_id, name, old)
+        return DeltaEvent(event_id, None, name, None, NO_TAGS, old, NO_TAGS, None, removed)
+    if kind == "segment-updated":
+        updated = wire.segment_updated(event_id, orjson.dumps(record["segment"]))
+        return DeltaEvent(event_id, None, None, None, NO_TAGS, None, NO_TAGS, updated, None)
+    if kind == "segment-removed":
+        updated = wire.segment_removed(event_id, int(record["segmentId"]))
+        return DeltaEvent(event_id, None, None, None, NO_TAGS, None, NO_TAGS, updated, None)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class FeedLog:
+    """A worker's view of one feed's published log."""
+
+    last: int
+    floor: int
+    events: tuple[DeltaEvent, ...]
+
+    @classmethod
+    def read(cls, published: Any) -> FeedLog | None:
+        """The log published with a feed's document (None from an edge that published none)."""
+        log = published.get("delta") if isinstance(published, Mapping) else None
+        if not isinstance(log, Mapping):
+            return None
+        events = tuple(e for e in (_event(record) for record in log.get("events", ())) if e is not None)
+        return cls(int(log["eventId"]), int(log["floor"]), events)
+
+    def after(self, event_id: int) -> tuple[DeltaEvent, ...]:
+        return tuple(event for event in self.events if event.event_id > event_id)
