@@ -40,9 +40,11 @@ class EdgeReader:
 
 
 def reader_of(request: Request, served: ServedScope) -> EdgeReader:
-    """The token's projects win; a token of every project may narrow them with `project` (as the server)."""
-    asked = tuple(sorted(set(request.args.getlist("project", []))))
-    projects = asked if asked and ALL_PROJECTS in served.scope[1] else None
+    """The token's projects win (the feed's log may be broader than the token); a token of every project
+    may narrow them with `project`, as the server does."""
+    projects: tuple[str, ...] | None = served.scope[1]
+    if ALL_PROJECTS in served.scope[1]:
+        projects = tuple(sorted(set(request.args.getlist("project", [])))) or None
     return EdgeReader(projects, request.args.get("namePrefix") or None)
 
 
