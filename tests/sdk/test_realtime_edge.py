@@ -1,0 +1,142 @@
+"""The official server SDKs, unchanged, following changes through `flagproxy edge`: the Node SDK (npm
+`unleash-client`, pinned in tests/sdk/node/package-lock.json) streaming and polling deltas, and the
+Python SDK (`UnleashClient`, pinned in pyproject.toml) streaming, against an edge reading a real
+`flagproxy server`, and the Node SDK streaming from an edge chained below another edge.
+
+Each change is made through the server's admin API. The SDK sees every change, in order, and misses
+nothing across a restart of the edge it reads: changes made while that edge is down are seen once it is
+back (its Last-Event-ID or ETag is from the earlier run, so it hydrates).
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.edge.harness import EdgeProcess, edge
+from tests.sdk.test_realtime_sdks import NodeFollower, PythonFollower
+from tests.server.harness import CLIENT_TOKEN, ServerProcess, base_env
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    process = ServerProcess(
+        base_env(DATABASE_PATH=str(tmp_path / "flags.db")), log_path=str(tmp_path / "s.log")
+    )
+    process.start()
+    yield process
+    assert process.stop() == 0
+
+
+class RestartableEdge:
+    """An edge reading `upstream` on one port, stopped (SIGTERM, exit 0) and started again there."""
+
+    def __init__(self, upstream: str, *extra: str) -> None:
+        self.upstream, self.extra = upstream, extra
+        self.process = self._start(None)
+
+    def _start(self, port: int | None) -> EdgeProcess:
+        process = edge(self.upstream, [CLIENT_TOKEN], *self.extra, env={"PORT": str(port)} if port else None)
+        process.wait_ready()
+        return process
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.process.port}"
+
+    def stop(self) -> int | None:
+        self.process.stop(signal.SIGTERM)
+        return self.process.popen.returncode
+
+    def restart(self) -> None:
+        self.process = self._start(self.process.port)
+
+
+def follow_every_change(
+    follower: NodeFollower | PythonFollower, server: ServerProcess, reader: RestartableEdge
+) -> None:
+    """Changes one at a time, each seen before the next; then changes while the SDK's edge is down, all
+    seen once it is back; every state the SDK held respects the order."""
+    api = server.api()
+    created: list[str] = []
+
+    def create(name: str) -> None:
+        api.create_feature(name)
+        created.append(name)
+
+    create("step-0")
+    follower.wait_for(lambda state: "step-0" in state)
+    for index in range(1, 4):
+        create(f"step-{index}")
+        follower.wait_for(lambda state, name=f"step-{index}": name in state)
+    api.switch("step-0", True)
+    follower.wait_for(lambda state: state["step-0"] is True)
+
+    assert reader.stop() == 0
+    for index in range(4, 7):
+        create(f"step-{index}")
+    api.switch("step-0", False)
+    reader.restart()
+    follower.wait_for(lambda state: all(name in state for name in created) and state["step-0"] is False)
+    create("after-restart")
+    follower.wait_for(lambda state: "after-restart" in state)
+
+    for state in follower.states:
+        present = [name for name in created if name in state]
+        assert present == created[: len(present)], state  # never a later flag without an earlier one
+
+
+@pytest.fixture
+def through_edge(server: ServerProcess) -> Iterator[RestartableEdge]:
+    reader = RestartableEdge(server.url)
+    yield reader
+    reader.stop()
+
+
+def node_follows(reader: RestartableEdge, server: ServerProcess, mode: dict[str, str], log: Path) -> None:
+    follower = NodeFollower(f"{reader.url}/api/", mode, log)
+    try:
+        follow_every_change(follower, server, reader)
+    finally:
+        follower.stop()
+    # It never fell back to full polling: the edge kept serving what the mode asks for.
+    assert follower.modes == [], (follower.modes, log.read_text())
+
+
+@pytest.mark.parametrize(
+    "mode",
+    [{"type": "streaming"}, {"type": "polling", "format": "delta"}],
+    ids=["streaming", "delta-polling"],
+)
+def test_node_sdk_sees_every_change_through_edge_in_order(
+    server: ServerProcess, through_edge: RestartableEdge, mode: dict[str, str], tmp_path: Path
+) -> None:
+    node_follows(through_edge, server, mode, tmp_path / "node.log")
+
+
+def test_python_sdk_streaming_sees_every_change_through_edge_in_order(
+    server: ServerProcess, through_edge: RestartableEdge, tmp_path: Path
+) -> None:
+    follower = PythonFollower(f"{through_edge.url}/api", tmp_path / "cache")
+    try:
+        follow_every_change(follower, server, through_edge)
+    finally:
+        follower.stop()
+
+
+def test_node_sdk_streams_from_an_edge_chained_below_an_edge(server: ServerProcess, tmp_path: Path) -> None:
+    top = edge(server.url, [CLIENT_TOKEN])
+    started: list[Callable[[], object]] = [top.stop]
+    try:
+        top.wait_ready()
+        bottom = RestartableEdge(f"http://127.0.0.1:{top.port}")
+        started.append(bottom.stop)
+        node_follows(bottom, server, {"type": "streaming"}, tmp_path / "node.log")
+    finally:
+        for stop in reversed(started):
+            stop()
