@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import ssl
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from flagproxy.edge.tokens import EdgeToken, TokenFormatError, parse_offline, parse_pretrusted, parse_token
+from flagproxy.http.client_tls import ClientTls, client_context
 from flagproxy.http.tls import server_ssl
 from flagproxy.http.trust import TrustProxy
 from flagproxy.options import ConfigError, from_string, is_http_url, split_list
@@ -130,6 +132,22 @@ OPTIONS: tuple[Option, ...] = (
     Option("redirect_http_to_https", "REDIRECT_HTTP_TO_HTTPS", False, "bool",
            "with --tls-enable: answer every request on --port with a 308 to the same path on "
            "--tls-server-port", group="serving"),
+    Option("upstream_certificate_file", "UPSTREAM_CERTIFICATE_FILE", None, "path",
+           "a PEM file of CA certificates trusted for the upstream, besides the system's", (EDGE,),
+           group="upstream"),
+    Option("pkcs12_identity_file", "PKCS12_IDENTITY_FILE", None, "path",
+           "the client certificate shown to the upstream: a PKCS#12 archive (.pfx) of key and chain "
+           "(used over the options below, as in Edge)", (EDGE,), group="upstream"),
+    Option("pkcs12_passphrase", "PKCS12_PASSPHRASE", None, "secret",
+           "the passphrase of --pkcs12-identity-file", (EDGE,), group="upstream"),
+    Option("pkcs8_client_certificate_file", "PKCS8_CLIENT_CERTIFICATE_FILE", None, "path",
+           "the client certificate shown to the upstream: a PEM chain, leaf first (with "
+           "--pkcs8-client-key-file)", (EDGE,), group="upstream"),
+    Option("pkcs8_client_key_file", "PKCS8_CLIENT_KEY_FILE", None, "path",
+           "the PKCS#8 PEM private key of --pkcs8-client-certificate-file", (EDGE,), group="upstream"),
+    Option("pem_cert_file", "PEM_CERT_FILE", None, "path",
+           "the client certificate shown to the upstream: one PEM file of private key and chain", (EDGE,),
+           group="upstream"),
     Option("custom_client_headers", "CUSTOM_CLIENT_HEADERS", (), "headers",
            "headers sent with every upstream request: `Name: value` entries, comma-separated or repeated",
            (EDGE,), "-H", group="upstream"),
@@ -187,6 +205,14 @@ class EdgeSettings:
     tls_server_port: int = 3043
     redirect_http_to_https: bool = False
     tls: dict[str, Any] | None = None  # with tls_enable: Sanic's ssl= argument (flagproxy/http/tls.py)
+    upstream_certificate_file: str | None = None
+    pkcs12_identity_file: str | None = None
+    pkcs12_passphrase: str | None = field(default=None, repr=False)
+    pkcs8_client_certificate_file: str | None = None
+    pkcs8_client_key_file: str | None = None
+    pem_cert_file: str | None = None
+    # the upstream's SSLContext when any of the above is given (flagproxy/http/client_tls.py)
+    upstream_tls: ssl.SSLContext | None = field(default=None, compare=False, repr=False)
     custom_client_headers: tuple[tuple[str, str], ...] = ()
     upstream_auth_header: str = "Authorization"
     edge_auth_header: str = "Authorization"
@@ -272,6 +298,8 @@ def _load(options: dict[str, Any], env: Mapping[str, str], mode: str) -> EdgeSet
     _one_token_header(values, named)
     if values["tls_enable"]:
         values["tls"] = _server_tls(values, named)
+    if mode == EDGE:
+        values["upstream_tls"] = _upstream_tls(values, named)
     servers = values.pop("proxy_trusted_servers")
     if values["trust_proxy"]:
         values["trust_proxy"] = TrustProxy(networks=servers) if servers else TrustProxy(trust_all=True)
@@ -292,6 +320,20 @@ def _server_tls(values: dict[str, Any], named: dict[str, str]) -> dict[str, Any]
     return server_ssl(
         values["tls_server_cert"], values["tls_server_key"], named["tls_server_cert"], named["tls_server_key"]
     )
+
+
+def _upstream_tls(values: dict[str, Any], named: dict[str, str]) -> ssl.SSLContext | None:
+    tls = ClientTls(
+        verify=not values["skip_ssl_verification"],
+        ca_file=values["upstream_certificate_file"],
+        pkcs12_file=values["pkcs12_identity_file"],
+        pkcs12_passphrase=values["pkcs12_passphrase"],
+        cert_file=values["pkcs8_client_certificate_file"],
+        key_file=values["pkcs8_client_key_file"],
+        pem_file=values["pem_cert_file"],
+        labels=tuple(named.items()),
+    )
+    return client_context(tls) if tls.needed else None
 
 
 def _one_token_header(values: dict[str, Any], named: dict[str, str]) -> None:

@@ -42,6 +42,7 @@ def upstream_client(settings: EdgeSettings, token: str, api: bool = True) -> Ups
             timeout_seconds=float(settings.upstream_request_timeout),
             token_header=settings.upstream_auth_header,
             extra_headers=settings.custom_client_headers,
+            ssl_context=settings.upstream_tls,
         )
     )
 

@@ -23,26 +23,49 @@ if TYPE_CHECKING:
     from aiohttp import web
 
 
-def server_ssl(cert: str, key: str, cert_label: str, key_label: str) -> dict[str, Any]:
-    """Sanic's `ssl=` argument for a PEM certificate chain (leaf first) and its PEM private key; ConfigError
-    with one line saying which file is missing, unreadable, or not what it should be."""
-    for path, label in ((cert, cert_label), (key, key_label)):
-        try:
-            with open(path, "rb"):
-                pass
-        except OSError as error:
-            raise ConfigError(f"{label}: cannot read {path}: {error.strerror or error}") from None
+def read_file(path: str, label: str) -> bytes:
+    """The file's bytes; ConfigError naming `label` when it is missing or cannot be read."""
     try:
-        ssl.create_default_context().load_verify_locations(cafile=cert)
+        with open(path, "rb") as file:
+            return file.read()
+    except OSError as error:
+        raise ConfigError(f"{label}: cannot read {path}: {error.strerror or error}") from None
+
+
+def trust_certificates(context: ssl.SSLContext, path: str, label: str) -> None:
+    """Trust the PEM certificates in `path` too; ConfigError when it holds none."""
+    read_file(path, label)
+    try:
+        context.load_verify_locations(cafile=path)
     except ssl.SSLError:
-        raise ConfigError(f"{cert_label}: {cert} holds no PEM certificate") from None
+        raise ConfigError(f"{label}: {path} holds no PEM certificate") from None
+
+
+def load_identity(
+    context: ssl.SSLContext, cert: str, key: str | None, cert_label: str, key_label: str, password: Any = None
+) -> None:
+    """Present the PEM certificate chain `cert` (leaf first) with its PEM private key (`key`, or in `cert`
+    itself when None); ConfigError saying which file is missing, unreadable, or not what it should be."""
+    trust_certificates(ssl.create_default_context(), cert, cert_label)
+    if key is not None:
+        read_file(key, key_label)
     try:
-        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+        context.load_cert_chain(cert, key, password)
     except ssl.SSLError as error:
         reason = error.reason or "not a PEM private key"
+        if key is None:
+            raise ConfigError(
+                f"{cert_label}: {cert} does not hold its certificate's PEM private key ({reason})"
+            ) from None
         raise ConfigError(
             f"{key_label}: {key} is not the PEM private key of {cert_label}'s certificate ({reason})"
         ) from None
+
+
+def server_ssl(cert: str, key: str, cert_label: str, key_label: str) -> dict[str, Any]:
+    """Sanic's `ssl=` argument for a PEM certificate chain (leaf first) and its PEM private key, checked."""
+    read_file(cert, cert_label)
+    load_identity(ssl.create_default_context(ssl.Purpose.CLIENT_AUTH), cert, key, cert_label, key_label)
     return {"cert": cert, "key": key, "names": []}
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import email.utils
+import ssl
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +52,9 @@ class UpstreamConfig:
     # --custom-client-headers; a custom header of the token's name replaces it, as in Edge).
     token_header: str = "Authorization"
     extra_headers: tuple[tuple[str, str], ...] = ()
+    # The TLS of every request when more than verify_tls is said: a CA, a client certificate
+    # (flagproxy/http/client_tls.py).
+    ssl_context: ssl.SSLContext | None = field(default=None, compare=False, repr=False)
     connection_id: str = field(default_factory=lambda: str(uuid.uuid4()))
 
 
@@ -174,7 +178,10 @@ class UpstreamClient:
 
     def _session_now(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(ssl=None if self.config.verify_tls else False)
+            context = self.config.ssl_context
+            connector = aiohttp.TCPConnector(
+                ssl=context if context is not None else None if self.config.verify_tls else False
+            )
             self._session = aiohttp.ClientSession(
                 connector=connector,
                 timeout=aiohttp.ClientTimeout(total=self.config.timeout_seconds),

@@ -87,6 +87,9 @@ class CountingUpstream:
         )
         self.token_header = "Authorization"  # where edge's token is read from
         self.validate_headers: list[dict[str, str]] = []  # every /edge/validate request's headers
+        self.client_names: list[
+            str
+        ] = []  # each HTTPS request's client certificate's common name ("" if none)
         self.tokens: dict[str, tuple[str, str, list[str]]] = {}
         self.documents: dict[str, dict[str, Any]] = {}
         self.asked: list[str] = []  # every token asked about, in order
@@ -105,6 +108,16 @@ class CountingUpstream:
         if doc is not None:
             self.documents[secret] = doc
         return secret
+
+    @web.middleware
+    async def _client_name(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        if self.ssl_context is not None:
+            peer = request.transport.get_extra_info("peercert") if request.transport else None
+            names = [
+                value for rdn in (peer or {}).get("subject", ()) for key, value in rdn if key == "commonName"
+            ]
+            self.client_names.append(names[0] if names else "")
+        return await handler(request)
 
     async def _validate(self, request: web.Request) -> web.Response:
         import asyncio
@@ -156,7 +169,7 @@ class CountingUpstream:
         return web.Response(status=self.post_status)
 
     async def _start(self) -> None:
-        app = web.Application()
+        app = web.Application(middlewares=[self._client_name])
         app.router.add_post("/edge/validate", self._validate)
         app.router.add_get("/api/client/features", self._features)
         app.router.add_post("/api/client/metrics/bulk", self._post)
