@@ -1,7 +1,9 @@
 """Driving wrk: a generated Lua script per (workload, target), one run, the numbers back as a dict.
 
 The script makes wrk send the workload's requests (rotating, each thread from its own offset; or unique
-bodies with `t<thread>-<counter>` as userId) and prints one JSON line from `done()`: request count,
+bodies with `<run>t<thread>-<counter>` as userId, `<run>` a random word each wrk run gets on its command
+line, so that no two runs of one script send the same userIds and a server's caches never see a "unique"
+request twice) and prints one JSON line from `done()`: request count,
 duration, latency percentiles, socket errors and wrk's count of responses with a status over 399.
 
 Statuses are counted one by one (in `response()`) only for workloads whose expected status is not 200
@@ -15,6 +17,7 @@ here, in Python.
 from __future__ import annotations
 
 import json
+import secrets
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -38,6 +41,7 @@ statuses = {}
 local prepared = {}
 local index = 0
 local counter = 0
+local run = ""
 
 function setup(thread)
   table.insert(threads, thread)
@@ -45,6 +49,7 @@ function setup(thread)
 end
 
 function init(args)
+  run = args[1] or ""
   for i = 1, #paths do
     prepared[i] = wrk.format(method, paths[i], headers, bodies[i])
   end
@@ -57,7 +62,7 @@ function request()
   if #prefixes > 0 then
     counter = counter + 1
     local k = index %% #prefixes + 1
-    local body = prefixes[k] .. "t" .. tid .. "-" .. counter .. suffixes[k]
+    local body = prefixes[k] .. run .. "t" .. tid .. "-" .. counter .. suffixes[k]
     return wrk.format(method, paths[1], headers, body)
   end
   return prepared[index %% #prepared + 1]
@@ -167,6 +172,8 @@ def run(script: Path, port: int, seconds: int, options: WrkOptions) -> dict:
         "-s",
         str(script),
         f"http://127.0.0.1:{port}/",
+        "--",
+        secrets.token_hex(4),  # the run's word in the unique userIds (the script's init(args))
     ]
     # wrk stops by itself; the subprocess timeout is only there so nothing can hang the run.
     deadline = seconds + options.timeout + 30
