@@ -12,11 +12,13 @@ import sys
 import time
 from pathlib import Path
 
+import orjson
 import pytest
 
 from tests.edge.certificates import TestCA, https_fetch
 from tests.edge.harness import CountingUpstream, EdgeProcess, edge, features_doc
 from tests.http.loopback import fetch, free_port
+from tests.server.harness import ServerProcess
 
 DEV_CLIENT = "*:development.tls-client-secret"
 DEV_FRONTEND = "*:development.tls-frontend-secret"
@@ -204,3 +206,61 @@ def test_a_taken_tls_port_is_one_line(ca: TestCA) -> None:
         )  # fmt: skip
     assert answer.returncode == 2, answer
     assert answer.stderr.startswith(f"flagproxy edge: --tls-server-port: cannot listen on 127.0.0.1:{port}: ")
+
+
+def test_a_chain_over_https_from_a_real_server(upstream_server: ServerProcess, ca: TestCA) -> None:
+    """`flagproxy server` ← edge A serving HTTPS ← edge B trusting A's CA with --upstream-certificate-file:
+    the real validation, features and usage contract, over TLS, with a custom header on B's requests."""
+    from tests.edge.conftest import DEV_CLIENT as SERVER_CLIENT
+    from tests.edge.conftest import DEV_FRONTEND as SERVER_FRONTEND
+
+    cert, key = ca.issue("edge-a")
+    tls_port = free_port()
+    first = edge(
+        upstream_server.url, [SERVER_CLIENT], "--tls-enable", "--tls-server-cert", str(cert),
+        "--tls-server-key", str(key), "--tls-server-port", str(tls_port),
+    )  # fmt: skip
+    second = None
+    try:
+        _wait_https_ready(first, tls_port, ca)
+        second = edge(
+            f"https://127.0.0.1:{tls_port}", [SERVER_CLIENT], "--upstream-certificate-file", str(ca.ca_file),
+            "-H", "X-Hop: b",
+        )  # fmt: skip
+        second.wait_ready()
+        status, _, body = second.get("/api/frontend/all?userId=3", SERVER_FRONTEND)
+        assert status == 200 and b'"everywhere"' in body
+        at_first = https_fetch(
+            tls_port,
+            "GET",
+            "/api/frontend/all?userId=3",
+            ca.client_context(),
+            {"Authorization": SERVER_FRONTEND},
+        )
+        assert at_first[0] == 200 and at_first[2] == body
+    finally:
+        if second is not None:
+            second.stop()
+        first.stop()
+    assert first.popen.returncode == 0 and (second is None or second.popen.returncode == 0)
+
+
+def test_offline_mode_serves_https_too(ca: TestCA, tmp_path: Path) -> None:
+    bootstrap = tmp_path / "features.json"
+    bootstrap.write_bytes(orjson.dumps(features_doc(("offline-flag", "default", True))))
+    cert, key = ca.issue("edge-offline")
+    tls_port = free_port()
+    process = EdgeProcess(
+        ["offline", "--bootstrap-file", str(bootstrap), "--tokens", DEV_CLIENT, "--tls-enable"],
+        env={"TLS_SERVER_CERT": str(cert), "TLS_SERVER_KEY": str(key), "TLS_SERVER_PORT": str(tls_port)},
+    )
+    try:
+        _wait_https_ready(process, tls_port, ca)
+        status, _, body = https_fetch(
+            tls_port, "GET", "/api/client/features", ca.client_context(), {"Authorization": DEV_CLIENT}
+        )
+        assert status == 200 and b'"offline-flag"' in body
+        assert _refused(process.port)
+    finally:
+        _, err = process.stop()
+    assert process.popen.returncode == 0, err
