@@ -50,6 +50,11 @@ from flagproxy.instance.leader import Instance
 BODY_LIMIT = 256 * 1024  # a downstream edge's usage batch is under 95 kB; SDK bodies far smaller
 NOT_READY = b'{"error":"Edge has no features for this token yet: its upstream has not answered"}'
 _numbers = itertools.count(1)
+OPEN_STREAMS = ("flagproxy_delta_streams", "Open /api/client/streaming connections.")
+STREAM_MESSAGES = (
+    "flagproxy_delta_stream_messages",
+    "Server-sent events sent on /api/client/streaming (unleash-connected, unleash-updated).",
+)
 Handler = Callable[..., Awaitable[HTTPResponse]]
 
 
@@ -93,6 +98,11 @@ class EdgeApp:
         # (flagproxy/http/series.py), served with the other series at /internal-backstage/metrics and
         # summed over every worker of the instance.
         self.request_series = RequestSeries(enabled=True, logger=self.logger)
+        # The delta stream's series (flagproxy/edge/delta_api.py), summed over the workers.
+        self.open_streams = self.request_series.gauges.cell(OPEN_STREAMS, OPEN_STREAMS[0], {})
+        self.stream_messages = self.request_series.counters.cell(
+            STREAM_MESSAGES, STREAM_MESSAGES[0] + "_total", {}
+        )
 
         app = new_app(
             f"flagproxy-edge-{next(_numbers)}", body_limit=BODY_LIMIT, access_log=s.log_level == "debug"

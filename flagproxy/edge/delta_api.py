@@ -98,6 +98,10 @@ def streaming(edge: EdgeApp) -> Handler:
             wires, last = scoped(batch.events, reader, position)
             return wires, last, batch.upto
 
+        def sent() -> None:
+            edge.stream_messages.value += 1
+
+        edge.open_streams.value += 1
         try:
             edge.catch_up()
             await stream_changes(
@@ -106,9 +110,11 @@ def streaming(edge: EdgeApp) -> Handler:
                 lambda since: catch_up(edge, served, reader, since),
                 pick,
                 edge.headers(request),
+                sent,
             )
         finally:
             streams.unsubscribe(subscriber)
+            edge.open_streams.value -= 1
         return None
 
     return client_streaming

@@ -268,18 +268,26 @@ Pick = Callable[[Batch, int], tuple[list[bytes], int, int] | None]
 
 
 async def stream_changes(
-    request: Request, subscriber: Subscriber, catch_up: CatchUp, pick: Pick, headers: dict[str, str]
+    request: Request,
+    subscriber: Subscriber,
+    catch_up: CatchUp,
+    pick: Pick,
+    headers: dict[str, str],
+    sent: Callable[[], None] | None = None,
 ) -> None:
     """Serve one stream until the process stops it or the client goes: `unleash-connected` (a hydration,
     or after `Last-Event-ID` what was missed, or nothing), then `unleash-updated` per batch that concerns
     the reader, a keep-alive comment after KEEP_ALIVE_SECONDS of silence. The caller subscribed before
-    calling, so nothing that arrives after the first read is missed."""
+    calling, so nothing that arrives after the first read is missed. `sent` is called per message sent
+    (`unleash-connected`, `unleash-updated`)."""
+    count = sent or (lambda: None)
     body, position = catch_up(event_id(request.headers.get("last-event-id")))
     response = await request.respond(headers={**STREAM_HEADERS, **headers}, content_type="text/event-stream")
     if body is None:
         await response.send(sse("unleash-connected", EMPTY))
     else:
         await response.send(sse("unleash-connected", body, position))
+    count()
     while True:
         if not await subscriber.wait(KEEP_ALIVE_SECONDS):
             await response.send(KEEP_ALIVE)
@@ -295,10 +303,12 @@ async def stream_changes(
             wires, last, position = picked
             if wires:
                 await response.send(sse("unleash-updated", document(wires), last))
+                count()
         if behind:
             subscriber.take()
             body, last = catch_up(position)
             position = max(position, last)
             if body is not None:
                 await response.send(sse("unleash-updated", body, last))
+                count()
     await response.eof()

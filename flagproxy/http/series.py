@@ -191,6 +191,7 @@ class RequestSeries:
         self.trouble = WriteTrouble(logger)
         self.counters = SeriesFile("counter")
         self.histograms = SeriesFile("histogram")
+        self.gauges = SeriesFile("gauge_livesum")  # a product's gauges, summed over the processes
         self.directory: str | None = None
         self.flushing: asyncio.Task[None] | None = None
         self._routes: dict[str, RouteSeries] = {}
@@ -247,8 +248,8 @@ class RequestSeries:
         if not self.enabled:
             return
         self.directory = directory
-        self.counters.open(self.directory)
-        self.histograms.open(self.directory)
+        for file in (self.counters, self.histograms, self.gauges):
+            file.open(self.directory)
         self.flushing = asyncio.get_running_loop().create_task(self._flush_every())
 
     async def _flush_every(self) -> None:
@@ -264,8 +265,8 @@ class RequestSeries:
     def flush(self) -> None:
         for series in self._routes.values():
             series.fold()
-        self.counters.flush()
-        self.histograms.flush()
+        for file in (self.counters, self.histograms, self.gauges):
+            file.flush()
 
     async def stop(self) -> None:
         if self.flushing is not None:
@@ -273,8 +274,8 @@ class RequestSeries:
             with contextlib.suppress(asyncio.CancelledError):
                 await self.flushing
             self.flushing = None
-        self.counters.close()
-        self.histograms.close()
+        for file in (self.counters, self.histograms, self.gauges):
+            file.close()
 
     # ---- the scrape -------------------------------------------------------------------------------------
 

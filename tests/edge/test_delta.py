@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.edge.harness import EdgeProcess, edge
 from tests.http.processes import ask_worker
@@ -294,3 +295,40 @@ def test_sigterm_with_streams_open_stops_cleanly(start: Callable[..., EdgeProces
     for stream in streams:
         assert stream.ends()
         stream.close()
+
+
+def stream_series(process: EdgeProcess) -> tuple[float, float]:
+    """(open streams, stream messages sent) summed over the instance's workers, from a scrape."""
+    status, _, body = process.get("/internal-backstage/metrics")
+    assert status == 200
+    samples = {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(body.decode())
+        for sample in family.samples
+    }
+    return samples["flagproxy_delta_streams"], samples["flagproxy_delta_stream_messages_total"]
+
+
+def wait_for_series(process: EdgeProcess, wanted: tuple[float, float]) -> None:
+    deadline = time.monotonic() + WAIT
+    while (seen := stream_series(process)) != wanted:
+        assert time.monotonic() < deadline, seen
+        time.sleep(0.1)
+
+
+def test_the_series_count_open_streams_and_messages_over_every_worker(
+    start: Callable[..., EdgeProcess], api: Api
+) -> None:
+    process = start("--workers", "2", tokens=(CLIENT_TOKEN,))
+    assert stream_series(process) == (0, 0)
+    streams = [SseStream(process.port, CLIENT_TOKEN) for _ in range(3)]
+    for stream in streams:
+        assert stream.next().event == "unleash-connected"
+    wait_for_series(process, (3, 3))
+    api.create_feature(unique("counted"))
+    for stream in streams:
+        assert stream.next().event == "unleash-updated"
+    wait_for_series(process, (3, 6))
+    for stream in streams:
+        stream.close()
+    wait_for_series(process, (0, 6))
