@@ -7,8 +7,8 @@ A client token reads the log of the feed its scope is cut from, scoped to its pr
 tags, so `tag` narrows nothing here). `/api/client/delta`: a hydration without If-None-Match or for a
 revision the log does not keep, the events after a kept one, 304 when nothing newer concerns the reader;
 ETag the last event's id. `/api/client/streaming`: `unleash-connected`, then `unleash-updated` as the
-worker installs each new revision of the feed; beyond --max-streams open streams on this worker, the
-`fetch-mode: polling` event and header.
+worker installs each new revision of the feed, until the token is revoked; beyond --max-streams open
+streams on this worker, the `fetch-mode: polling` event and header.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from sanic import HTTPResponse, Request
 
 from flagproxy.edge.app import EdgeApp
 from flagproxy.edge.scopes import ServedScope
-from flagproxy.edge.tokens import ALL_PROJECTS, CLIENT
+from flagproxy.edge.tokens import ALL_PROJECTS, CLIENT, request_secret
 from flagproxy.http import delta as wire
 from flagproxy.http.delta import Batch, back_to_polling, delta_headers, resumes, scoped, stream_changes
 from flagproxy.http.responses import DatedResponse
@@ -89,8 +89,12 @@ def streaming(edge: EdgeApp) -> Handler:
             edge.logger.info(f"streaming: {len(streams.subscribers)} streams open, asking a client to poll")
             return back_to_polling(edge.headers(request))
         reader = reader_of(request, served)
+        secret = request_secret(request.headers.get("authorization"))
 
         def pick(batch: Batch, position: int) -> tuple[list[bytes], int, int] | None:
+            if edge.validator.cached(secret)[1] is None:
+                subscriber.stop()  # the token was revoked since: no more changes for it (as Unleash Edge)
+                return [], position, position
             if batch.source != served.source or batch.upto <= position:
                 return [], position, position  # another feed's, or already sent
             if batch.after is None or batch.after > position:

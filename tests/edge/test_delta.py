@@ -29,7 +29,7 @@ from tests.server.harness import (
     base_env,
     unique,
 )
-from tests.server.sse import SseStream
+from tests.server.sse import SseStream, StreamEnded
 from tests.server.test_delta import kinds
 
 WAIT = 30.0  # how long a step may take before the test fails (never a measured bound)
@@ -332,3 +332,24 @@ def test_the_series_count_open_streams_and_messages_over_every_worker(
     for stream in streams:
         stream.close()
     wait_for_series(process, (0, 6))
+
+
+def test_a_stream_ends_once_its_token_is_revoked(start: Callable[..., EdgeProcess], api: Api) -> None:
+    process = start("--token-revalidation-interval-seconds", "1", tokens=(CLIENT_TOKEN,))
+    answer = api.post(
+        "/api/admin/api-tokens",
+        {"tokenName": unique("revoked"), "type": "client", "environment": "development"},
+    )
+    assert answer.status == 201, answer.body
+    secret = answer.json()["secret"]
+    stream = SseStream(process.port, secret)
+    assert stream.next().event == "unleash-connected"
+    assert api.delete(f"/api/admin/api-tokens/{secret}").status in (200, 204)
+    deadline = time.monotonic() + WAIT
+    while delta(process, secret)[0] == 200:
+        assert time.monotonic() < deadline, "the revoked token still reads the delta API"
+        time.sleep(0.2)
+    api.create_feature(unique("unseen"))
+    with pytest.raises(StreamEnded):  # ended, the change never sent
+        stream.next()
+    stream.close()
