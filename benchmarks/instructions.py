@@ -72,7 +72,7 @@ def main() -> None:
     parser.add_argument(
         "--scenario",
         default="post-unique",
-        choices=("post-unique", "post-rotating", "get-query", "client-features"),
+        choices=("post-unique", "post-rotating", "get-query", "get-empty", "client-features"),
         help="what is sent (benchmarks/load/scenarios.py; default post-unique)",
     )
     parser.add_argument("--flags", type=int, default=200, help="flags in the snapshot (default: 200)")

@@ -36,20 +36,22 @@ def no_cache(request: Any) -> bool:
 def make_answer(cors: CorsPolicy) -> Answer:
     """`answer(request, body, etag, conditional)`: 200, or (`conditional`: GET and HEAD) 304."""
 
-    def encoded(headers: dict[str, str]) -> tuple[r.EncodedHeaders, r.EncodedHeaders]:
+    def encoded(headers: dict[str, str]) -> tuple[r.EncodedHeaders, bytes, r.EncodedHeaders]:
         ok = {**headers, "Cache-control": r.CACHE_CONTROL, "Vary": vary(headers), "Keep-Alive": r.KEEP_ALIVE}
         not_modified = {**headers, "Cache-control": r.CACHE_CONTROL, "Keep-Alive": r.KEEP_ALIVE}
-        return r.encode_headers({**ok, "Content-Type": r.JSON}), r.encode_headers(not_modified)
+        ok_headers = r.encode_headers({**ok, "Content-Type": r.JSON})
+        return ok_headers, r.header_block(ok_headers), r.encode_headers(not_modified)
 
     fixed = encoded(cors.actual(None)) if cors.origin_list is None else None
 
     def answer(request: Any, body: bytes, etag: str, conditional: bool) -> HTTPResponse:
-        ok, not_modified = fixed or encoded(cors.actual(request.headers.get("origin")))
-        etag_header = (b"ETag", etag.encode("ascii"))
+        ok, ok_block, not_modified = fixed or encoded(cors.actual(request.headers.get("origin")))
+        etag_bytes = etag.encode("ascii")
+        etag_header = (b"ETag", etag_bytes)
         if conditional:
             if_none_match = request.headers.get("if-none-match")
             if if_none_match and none_match(if_none_match, etag) and not no_cache(request):
                 return r.PreparedResponse(b"", (*not_modified, etag_header), 304)
-        return r.PreparedResponse(body, (*ok, etag_header))
+        return r.PreparedResponse(body, (*ok, etag_header), 200, ok_block + b"ETag: " + etag_bytes + b"\r\n")
 
     return answer
