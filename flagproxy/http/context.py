@@ -95,7 +95,7 @@ def body_context(body: dict[str, Any]) -> dict[str, Any]:
                     "/body/context/properties", f"{_CONTEXT_SCHEMA}/properties/properties", "object"
                 )
             for name, item in value.items():
-                text = _as_string(item)
+                text = item if type(item) is str else _as_string(item)  # strings (nearly all) without a call
                 if text is None:
                     raise type_error(
                         f"/body/context/properties/{name}",
@@ -106,7 +106,7 @@ def body_context(body: dict[str, Any]) -> dict[str, Any]:
             continue
         if key == "currentTime" and not isinstance(value, str):
             continue  # not part of the Node proxy's POST schema; an unusable time is dropped, as there
-        text = _as_string(value)
+        text = value if type(value) is str else _as_string(value)
         if text is None:
             raise type_error(f"/body/context/{key}", f"{_CONTEXT_SCHEMA}/properties/{key}", "string")
         fields[key] = text
