@@ -18,6 +18,7 @@ import pytest
 from tests.edge.certificates import TestCA, https_fetch
 from tests.edge.harness import CountingUpstream, EdgeProcess, edge, features_doc
 from tests.http.loopback import fetch, free_port
+from tests.http.processes import sockets_by_process
 from tests.server.harness import ServerProcess
 
 DEV_CLIENT = "*:development.tls-client-secret"
@@ -120,6 +121,12 @@ def test_the_plain_port_redirects_to_https(counting: CountingUpstream, ca: TestC
         assert status == 308 and headers["location"] == f"https://localhost:{tls_port}/api/client/metrics"
         status, headers, _ = fetch(process.port, "GET", "/", {"Host": f"[::1]:{process.port}"})
         assert status == 308 and headers["location"] == f"https://[::1]:{tls_port}/"
+        # every worker serves HTTPS on its own socket; the main process answers the redirect
+        deadline = time.monotonic() + 20
+        while len(sockets_by_process(tls_port, process.popen.pid)["listen"]) < workers:
+            assert time.monotonic() < deadline, sockets_by_process(tls_port, process.popen.pid)
+            time.sleep(0.05)
+        assert set(sockets_by_process(process.port, process.popen.pid)["listen"]) == {process.popen.pid}
         # what the redirect points at answers
         status, _, body = https_fetch(
             tls_port, "GET", "/api/frontend?userId=7", ca.client_context(), {"Authorization": DEV_FRONTEND}
