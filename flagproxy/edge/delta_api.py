@@ -89,7 +89,7 @@ def streaming(edge: EdgeApp) -> Handler:
             edge.logger.info(f"streaming: {len(streams.subscribers)} streams open, asking a client to poll")
             return back_to_polling(edge.headers(request))
         reader = reader_of(request, served)
-        secret = request_secret(request.headers.get("authorization"))
+        secret = request_secret(request.headers.get(edge.token_header))
 
         def pick(batch: Batch, position: int) -> tuple[list[bytes], int, int] | None:
             if edge.validator.cached(secret)[1] is None:

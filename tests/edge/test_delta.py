@@ -353,3 +353,20 @@ def test_a_stream_ends_once_its_token_is_revoked(start: Callable[..., EdgeProces
     with pytest.raises(StreamEnded):  # ended, the change never sent
         stream.next()
     stream.close()
+
+
+def test_a_stream_reads_its_token_from_the_edge_auth_header(
+    start: Callable[..., EdgeProcess], api: Api
+) -> None:
+    # --edge-auth-header (EDGE_AUTH_HEADER) carries the token, also when the stream checks it still holds.
+    process = start(tokens=(CLIENT_TOKEN,), EDGE_AUTH_HEADER="X-Edge-Token")
+    stream = SseStream(process.port, "", X_Edge_Token=CLIENT_TOKEN)
+    assert stream.status == 200
+    assert stream.next().event == "unleash-connected"
+    name = unique("header-streamed")
+    api.create_feature(name)
+    updated = stream.next()
+    assert updated.event == "unleash-updated" and kinds(updated.json()["events"]) == [
+        ("feature-updated", name)
+    ]
+    stream.close()
