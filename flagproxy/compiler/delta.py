@@ -3,6 +3,11 @@
 Event types (unleash-types `ClientFeatures::apply_delta_events`): `hydration` replaces everything,
 `feature-updated` upserts a feature by name, `feature-removed` drops one, `segment-updated` upserts a
 segment by id, `segment-removed` drops one. Unknown event types are ignored.
+
+`DeltaState` keeps the state between delta documents, as a streaming reader does (flagproxy/sync/stream.py):
+each event costs a dictionary operation, not a rebuild of the whole state, and `apply` says whether the state
+changed at all, so an event that repeats what is held publishes nothing. An updated feature keeps its place
+and a new one goes last, as unleash-types and the Node SDK's `saveDelta` order them.
 """
 
 from __future__ import annotations
@@ -11,25 +16,71 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 
-def apply_delta_events(events: Iterable[Any], state: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    features: dict[str, Any] = {}
-    segments: dict[Any, Any] = {}
-    if state:
-        features = {f["name"]: f for f in state.get("features") or () if isinstance(f, Mapping)}
-        segments = {s["id"]: s for s in state.get("segments") or () if isinstance(s, Mapping)}
-    for event in events:
-        if not isinstance(event, Mapping):
-            continue
+def _by_name(features: Any) -> dict[str, Any]:
+    return {f["name"]: f for f in features or () if isinstance(f, Mapping)}
+
+
+def _by_id(segments: Any) -> dict[Any, Any]:
+    return {s["id"]: s for s in segments or () if isinstance(s, Mapping)}
+
+
+class DeltaState:
+    """Features by name and segments by id, in the order a full document lists them."""
+
+    __slots__ = ("features", "segments")
+
+    def __init__(self, state: Mapping[str, Any] | None = None) -> None:
+        self.features: dict[str, Any] = _by_name(state.get("features")) if state else {}
+        self.segments: dict[Any, Any] = _by_id(state.get("segments")) if state else {}
+
+    def apply(self, events: Iterable[Any]) -> bool:
+        """Apply `events` in order; whether the state is now different from before."""
+        changed = False
+        for event in events:
+            if isinstance(event, Mapping):
+                changed = self._apply(event) or changed
+        return changed
+
+    def _apply(self, event: Mapping[str, Any]) -> bool:
         kind = event.get("type")
         if kind == "hydration":
-            features = {f["name"]: f for f in event.get("features") or () if isinstance(f, Mapping)}
-            segments = {s["id"]: s for s in event.get("segments") or () if isinstance(s, Mapping)}
-        elif kind == "feature-updated" and isinstance(event.get("feature"), Mapping):
-            features[event["feature"]["name"]] = event["feature"]
-        elif kind == "feature-removed" and isinstance(event.get("featureName"), str):
-            features.pop(event["featureName"], None)
-        elif kind == "segment-updated" and isinstance(event.get("segment"), Mapping):
-            segments[event["segment"]["id"]] = event["segment"]
-        elif kind == "segment-removed":
-            segments.pop(event.get("segmentId"), None)
-    return {"version": 2, "features": list(features.values()), "segments": list(segments.values())}
+            features, segments = _by_name(event.get("features")), _by_id(event.get("segments"))
+            # Order counts: whole-list answers list flags in document order.
+            same = list(features.items()) == list(self.features.items()) and list(segments.items()) == list(
+                self.segments.items()
+            )
+            self.features, self.segments = features, segments
+            return not same
+        if kind == "feature-updated" and isinstance(event.get("feature"), Mapping):
+            return _put(self.features, event["feature"]["name"], event["feature"])
+        if kind == "feature-removed" and isinstance(event.get("featureName"), str):
+            return self.features.pop(event["featureName"], None) is not None
+        if kind == "segment-updated" and isinstance(event.get("segment"), Mapping):
+            return _put(self.segments, event["segment"]["id"], event["segment"])
+        if kind == "segment-removed":
+            return self.segments.pop(event.get("segmentId"), None) is not None
+        return False
+
+    def document(self) -> dict[str, Any]:
+        """The state as a full client features document (new lists; the features themselves are shared)."""
+        return {
+            "version": 2,
+            "features": list(self.features.values()),
+            "segments": list(self.segments.values()),
+        }
+
+
+def _put(held: dict[Any, Any], key: Any, value: Any) -> bool:
+    if held.get(key, _MISSING) == value:
+        return False
+    held[key] = value
+    return True
+
+
+_MISSING = object()
+
+
+def apply_delta_events(events: Iterable[Any], state: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    held = DeltaState(state)
+    held.apply(events)
+    return held.document()

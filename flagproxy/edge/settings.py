@@ -78,6 +78,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("base_path", "BASE_PATH", "", "base_path", "path prefix of every route", group="serving"),
     Option("features_refresh_interval_seconds", "FEATURES_REFRESH_INTERVAL_SECONDS", 15, "int",
            "seconds between two feature fetches of one environment", (EDGE,), "-f", group="upstream"),
+    Option("streaming", "STREAMING", False, "bool",
+           "keep each environment's features by streaming the upstream's changes (/api/client/streaming) "
+           "instead of polling; polls every --features-refresh-interval-seconds while the stream is refused "
+           "or unreachable", (EDGE,), group="upstream"),
     Option("metrics_interval_seconds", "METRICS_INTERVAL_SECONDS", 60, "int",
            "seconds between two bulk metrics posts upstream", (EDGE,), "-m", group="usage"),
     Option("token_revalidation_interval_seconds", "TOKEN_REVALIDATION_INTERVAL_SECONDS", 3600, "int",
@@ -186,6 +190,7 @@ class EdgeSettings:
     workers: int = 1
     base_path: str = ""
     features_refresh_interval_seconds: int = 15
+    streaming: bool = False
     metrics_interval_seconds: int = 60
     token_revalidation_interval_seconds: int = 3600
     backup_folder: str | None = None

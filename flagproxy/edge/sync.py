@@ -2,6 +2,10 @@
 revalidate known tokens, send usage in bulk. Once per instance, in its leader (flagproxy/edge/leader.py);
 routes never wait on this except to validate a new token, which workers ask the leader about.
 
+With --streaming each feed keeps its token's features by the upstream's event stream instead
+(flagproxy/sync/stream.py: hydrated, then each change applied; polling while the stream is refused or
+unreachable).
+
 Start-up tokens are validated in the background until the upstream answers (the instance is not ready
 until then); each validated client token becomes a feed (flagproxy/edge/feeds.py) polled with the
 sync package's poller and upstream client (flagproxy/sync/), starting from its --backup-folder copy when
@@ -21,6 +25,7 @@ from flagproxy.edge.tokens import CLIENT, EdgeToken, masked, token_key
 from flagproxy.edge.usage import BulkSender, EdgeUsage
 from flagproxy.edge.validation import TokenValidator, UpstreamUnavailable
 from flagproxy.sync.poller import Poller
+from flagproxy.sync.stream import StreamingSync
 from flagproxy.sync.upstream import UpstreamClient, UpstreamConfig
 from flagproxy.sync.usage import iso_now
 
@@ -43,6 +48,7 @@ def upstream_client(settings: EdgeSettings, token: str, api: bool = True) -> Ups
             token_header=settings.upstream_auth_header,
             extra_headers=settings.custom_client_headers,
             ssl_context=settings.upstream_tls,
+            streaming=settings.streaming,
         )
     )
 
@@ -65,6 +71,13 @@ class Feed:
             url_label=EDGE_URL_LABEL,
             on_result=self._fetched,
         )
+        # --streaming: the upstream's event stream for this token, falling back to the poller above.
+        self.streamer = (
+            StreamingSync(self.client, self.poller, on_update=self._update, on_checked=self._not_modified,
+                          logger=logger)
+            if settings.streaming
+            else None
+        )  # fmt: skip
         self.task: asyncio.Task[None] | None = None
         self.last_refresh: str | None = None
         self.last_check: str | None = None
@@ -149,7 +162,7 @@ class EdgeSync:
         self.published.add_feed(feed.scope)
         if self.published.restore(feed.scope):
             self.logger.info(f"Serving {scope_name(feed.scope)} from the backup until the upstream answers")
-        feed.task = asyncio.get_running_loop().create_task(feed.poller.run())
+        feed.task = asyncio.get_running_loop().create_task((feed.streamer or feed.poller).run())
         return feed
 
     def save_tokens(self) -> None:

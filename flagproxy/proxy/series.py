@@ -30,6 +30,17 @@ LAST_SUCCESS = (
     "flagproxy_upstream_last_success_timestamp_seconds",
     "When the upstream last answered a feature fetch (200 or 304), Unix time.",
 )
+STREAM_EVENTS = (
+    "flagproxy_upstream_stream_events",
+    "Events read from the upstream's stream (streaming on), by event.",
+)
+STREAM_ENDS = (
+    "flagproxy_upstream_stream_ends",
+    "Upstream streams that ended, by why; a reconnect or polling follows each (streaming on).",
+)
+STREAMING = ("flagproxy_upstream_streaming", "1 while the sync streams from the upstream, 0 while it polls.")
+# The closed sets of their labels (an upstream names its events: anything else counts as `other`).
+STREAM_EVENT_NAMES = frozenset(("unleash-connected", "unleash-updated", "fetch-mode"))
 LAST_FAILURE = (
     "flagproxy_upstream_last_failure_timestamp_seconds",
     "When a feature fetch last failed, Unix time.",
@@ -136,6 +147,7 @@ class SyncSeries:
         self.last_failure = self.gauges.cell(LAST_FAILURE, LAST_FAILURE[0], {})
         self.last_error: str | None = None
         self.last_refusal: dict[str, Any] | None = None
+        self.streaming: Cell | None = None  # only with streaming on
 
     def _count(self, metric: tuple[str, str], label: str, value: str) -> None:
         cell = self._cells.get((metric, label, value))
@@ -175,6 +187,23 @@ class SyncSeries:
     def _refused(self, reason: str, source: str, error: str, at: float) -> None:
         self._count(REFUSED_DOCUMENTS, "reason", reason)
         self.last_refusal = {"at": at, "source": source, "reason": reason, "error": error}
+
+    def stream_event(self, event: str) -> None:
+        """One event of the upstream's stream (flagproxy/sync/stream.py); it was heard from."""
+        self._count(STREAM_EVENTS, "event", event if event in STREAM_EVENT_NAMES else "other")
+        self.last_success.value = time.time()
+        self._write()
+
+    def stream_ended(self, why: str) -> None:
+        """A stream that ended: `ended`, `failed`, `refused`, `told_to_poll` or `rehydrate`."""
+        self._count(STREAM_ENDS, "why", why)
+        self._write()
+
+    def stream_mode(self, mode: str) -> None:
+        if self.streaming is None:
+            self.streaming = self.gauges.cell(STREAMING, STREAMING[0], {})
+        self.streaming.value = 1 if mode == "streaming" else 0
+        self._write()
 
     def usage_sent(self, ok: bool) -> None:
         self._count(METRICS_BATCHES, "result", "sent" if ok else "failed")

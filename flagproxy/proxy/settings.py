@@ -106,6 +106,10 @@ OPTIONS: tuple[Option, ...] = (
     _opt("refresh_interval", "refreshInterval", ["SERVICE_FETCH_INTERVAL"], ["UNLEASH_FETCH_INTERVAL"],
          5000, "int",
          "upstream polling interval, ms (> 0)", group="upstream"),
+    _opt("streaming", "streaming", ["SERVICE_STREAMING"], ["UNLEASH_STREAMING"], False, "bool",
+         "keep the flags by streaming the upstream's changes (GET /api/client/streaming) instead of polling; "
+         "polls every refreshInterval while the stream is refused or unreachable (flagproxy extension)",
+         group="upstream"),
     _opt("metrics_interval", "metricsInterval", ["SERVICE_METRICS_INTERVAL"], ["UNLEASH_METRICS_INTERVAL"],
          30000, "int",
          "usage metrics sending interval, ms (0 = never register or send metrics)", group="usage"),
@@ -234,6 +238,7 @@ class ProxySettings:
     service_app_name: str = "service-proxy"
     service_instance_id: str = ""
     refresh_interval: int = 5000
+    streaming: bool = False
     metrics_interval: int = 30000
     metrics_jitter: int = 0
     environment: str | None = None

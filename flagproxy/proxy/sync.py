@@ -45,6 +45,7 @@ def build_sync(
         app_name=s.service_app_name,
         instance_id=s.service_instance_id,
         refresh_interval=s.refresh_interval,
+        streaming=s.streaming,
         metrics_interval=s.metrics_interval,
         project=s.project_name,
         name_prefix=s.name_prefix,

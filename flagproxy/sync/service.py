@@ -3,6 +3,9 @@
 One per instance, whatever the number of workers (flagproxy/instance/leader.py runs it): `install` publishes
 each document for the workers, `gather_usage` brings in the counts the workers handed over.
 
+With `streaming` the features come from the upstream's event stream (flagproxy/sync/stream.py), which falls
+back to the same poller while the stream is refused or unreachable.
+
 Start-up order: the backup (if it holds at least one feature) and the bootstrap document make the proxy
 ready before the upstream answers (DESIGN D4); the first upstream payload replaces either, and from then
 on the bootstrap is ignored. Registration is sent once, after the first upstream payload.
@@ -93,6 +96,18 @@ class SyncService:
             gather=gather_usage,
             on_sent=observer.usage_sent if observer is not None else None,
         )
+        self.streamer: Any = None
+        if config.streaming:
+            from flagproxy.sync.stream import StreamingSync
+
+            self.streamer = StreamingSync(
+                self.client,
+                self.poller,
+                on_update=self._upstream_payload,
+                on_checked=touch,
+                logger=logger,
+                observer=observer,
+            )
         self.observer = observer  # the Prometheus series of the sync (flagproxy/proxy/series.py)
         self.on_stop = on_stop  # what `install` holds (the compile process) goes with the sync
         self.started = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -186,7 +201,7 @@ class SyncService:
         loop = asyncio.get_running_loop()
         if self.bootstrap_url:
             self.tasks.append(loop.create_task(self.bootstrap()))
-        self.tasks.append(loop.create_task(self.poller.run()))
+        self.tasks.append(loop.create_task((self.streamer or self.poller).run()))
         if self.config.metrics_interval > 0:
             self.tasks.append(loop.create_task(self.usage_sender.run()))
 

@@ -55,6 +55,7 @@ class UpstreamConfig:
     # The TLS of every request when more than verify_tls is said: a CA, a client certificate
     # (flagproxy/http/client_tls.py).
     ssl_context: ssl.SSLContext | None = field(default=None, compare=False, repr=False)
+    streaming: bool = False  # keep the features by streaming (flagproxy/sync/stream.py), polling as fall-back
     connection_id: str = field(default_factory=lambda: str(uuid.uuid4()))
 
 
@@ -62,6 +63,7 @@ class UpstreamConfig:
 class Updated:
     payload: dict[str, Any]
     etag: str | None
+    fetch_mode: str | None = None  # the `fetch-mode` header: "streaming" when the upstream offers a stream
 
 
 class _NotModified:
@@ -132,14 +134,16 @@ def base_url(url: str) -> str:
     return url + "/"
 
 
-def features_url(config: UpstreamConfig) -> str:
+def features_url(config: UpstreamConfig, path: str = "client/features") -> str:
+    """`path` under the upstream's API address, with the filters in the query string (the features fetch,
+    and the stream, flagproxy/sync/stream.py, which the upstream scopes the same way)."""
     query: list[tuple[str, str]] = []
     if config.project:
         query.append(("project", config.project))
     if config.name_prefix:
         query.append(("namePrefix", config.name_prefix))
     query += [("tag", f"{name}:{value}") for name, value in config.tags]
-    url = base_url(config.url) + "client/features"
+    url = base_url(config.url) + path
     return url + ("?" + urlencode(query) if query else "")
 
 
@@ -156,6 +160,7 @@ class UpstreamClient:
         self.config = config
         self._session: aiohttp.ClientSession | None = None
         self.features_url = features_url(config)
+        self.streaming_url = features_url(config, "client/streaming")
 
     def _headers(self, interval: int | None) -> CIMultiDict[str]:
         c = self.config
@@ -228,8 +233,9 @@ class UpstreamClient:
                     )
                 body = await response.read()
                 new_etag = response.headers.get("ETag")
+                fetch_mode = response.headers.get("fetch-mode")
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            return Failed("retry", _describe(exc))
+            return Failed("retry", describe_failure(exc))
         try:
             payload = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
@@ -241,7 +247,24 @@ class UpstreamClient:
         except DocumentError as exc:
             return Failed("other", f"sent a features document that was refused whole: {exc}", 200,
                           refused=exc.reason)  # fmt: skip
-        return Updated(payload, new_etag)
+        return Updated(payload, new_etag, fetch_mode)
+
+    def open_stream(self, last_event_id: str | None) -> Any:
+        """GET the upstream's server-sent events (`client/streaming`, scoped by the same filters as the
+        features fetch), for `async with`: the response, read by flagproxy/sync/stream.py. No overall time
+        limit (a stream stays open); connecting has the fetch's, idle time is the reader's to bound."""
+        headers = self._headers(None)
+        headers["Accept"] = "text/event-stream"
+        headers["Cache-Control"] = "no-cache"
+        if last_event_id:
+            headers["Last-Event-ID"] = last_event_id
+        limit = self.config.timeout_seconds
+        return self._session_now().get(
+            yarl.URL(self.streaming_url, encoded=True),
+            headers=headers,
+            proxy=self.proxy_for(self.streaming_url),
+            timeout=aiohttp.ClientTimeout(total=None, connect=limit, sock_connect=limit),
+        )
 
     async def post(self, path: str, body: dict[str, Any] | bytes, interval: int | None) -> int | str:
         """POST JSON to `<url>/<path>`; the status, or a description of the network failure."""
@@ -263,7 +286,7 @@ class UpstreamClient:
             ) as response:
                 return response.status, await response.read()
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            return _describe(exc)
+            return describe_failure(exc)
 
     async def register(self, body: dict[str, Any]) -> int | str:
         return await self.post("client/register", body, None)
@@ -283,7 +306,7 @@ class UpstreamClient:
                     return f"answered {response.status}"
                 body = await response.read()
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            return _describe(exc)
+            return describe_failure(exc)
         try:
             document = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
@@ -293,7 +316,7 @@ class UpstreamClient:
         return document
 
 
-def _describe(exc: BaseException) -> str:
+def describe_failure(exc: BaseException) -> str:
     if isinstance(exc, asyncio.TimeoutError):
         return "timed out"
     return f"{exc.__class__.__name__}: {exc}" if str(exc) else exc.__class__.__name__
