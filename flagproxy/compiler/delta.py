@@ -34,23 +34,27 @@ class DeltaState:
         self.segments: dict[Any, Any] = _by_id(state.get("segments")) if state else {}
 
     def apply(self, events: Iterable[Any]) -> bool:
-        """Apply `events` in order; whether the state is now different from before."""
-        changed = False
+        """Apply `events` in order; whether the state is now different from before (a flag added and removed
+        again within them is no change)."""
+        before: tuple[list[Any], list[Any]] | None = None
         for event in events:
-            if isinstance(event, Mapping):
-                changed = self._apply(event) or changed
-        return changed
+            if not isinstance(event, Mapping):
+                continue
+            if before is not None:
+                self._apply(event)
+                continue
+            held = (list(self.features.items()), list(self.segments.items()))
+            if self._apply(event):
+                before = held  # what the state was before its first change
+        # Order counts: whole-list answers list flags in document order. The values are mostly the same
+        # objects, which compare at once.
+        return before is not None and before != (list(self.features.items()), list(self.segments.items()))
 
     def _apply(self, event: Mapping[str, Any]) -> bool:
         kind = event.get("type")
         if kind == "hydration":
-            features, segments = _by_name(event.get("features")), _by_id(event.get("segments"))
-            # Order counts: whole-list answers list flags in document order.
-            same = list(features.items()) == list(self.features.items()) and list(segments.items()) == list(
-                self.segments.items()
-            )
-            self.features, self.segments = features, segments
-            return not same
+            self.features, self.segments = _by_name(event.get("features")), _by_id(event.get("segments"))
+            return True
         if kind == "feature-updated" and isinstance(event.get("feature"), Mapping):
             return _put(self.features, event["feature"]["name"], event["feature"])
         if kind == "feature-removed" and isinstance(event.get("featureName"), str):

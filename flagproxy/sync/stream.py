@@ -20,9 +20,11 @@ connect waits 5 s, doubling to 30 s. A stream silent for 90 s (three keep-alives
 Falling back to polling (the Node SDK's streaming-fail-over.ts): at once when the stream is answered 401,
 403, 404, 429 or 501, or the upstream sends the `fetch-mode` event (or header) `polling`; after 5 failed or
 ended connections within 60 s otherwise. Back to streaming: when a poll's answer carries `fetch-mode:
-streaming` (as the Node SDK's polling fetcher switches), when the upstream answers polls again after the
-stream could not be reached (at least 30 s after falling back), and otherwise every 5 minutes, so a stream
-refused for a while (too many streams, a token not yet allowed) is tried again.
+streaming` (as the Node SDK's polling fetcher switches); 30 s after `fetch-mode: polling` (the upstream's
+stream limit may have room again: one short request to find out); after an unreachable stream, at the first
+answered poll at least 30 s later; 5 minutes after a refusing status (a token not yet allowed, an upstream
+without streaming), so one that comes to allow it is streamed from again. Polls go on meanwhile, every
+refresh interval.
 """
 
 from __future__ import annotations
@@ -151,6 +153,7 @@ class StreamingSync:
         self.observer = observer  # SyncSeries (flagproxy/proxy/series.py) or None: stream_* methods
         self.clock = clock
         self.state = DeltaState()
+        self.held = False  # whether a state was handed to `on_update` (or polled) yet
         self.last_event_id: str | None = None
         self.mode = "streaming"
         self.connected = False
@@ -270,7 +273,9 @@ class StreamingSync:
             self.connected = True
             self.logger.info(f"Streaming from {self.client.streaming_url}")
         self.last_event_id = event.id
-        if self.state.apply(events):
+        # The first state is published even when empty (an upstream without flags): it makes it ready.
+        if self.state.apply(events) or not self.held:
+            self.held = True
             self._published.clear()
             self._changed.set()
         else:
@@ -296,18 +301,27 @@ class StreamingSync:
         self._observe("stream_mode", "polling")
         self.last_event_id = None  # the polled documents are newer than the stream's last event
         self.poller.etag = None
-        retry_at = self.clock() + (RETRY_AFTER_FAILURES if why == FAILED else RETRY_AFTER_REFUSAL)
+        retry_at = self.clock() + (RETRY_AFTER_REFUSAL if why == REFUSED else RETRY_AFTER_FAILURES)
         while True:
             result = await self.poller.poll_once()
             if isinstance(result, Updated):
+                self.held = True
                 self.state = DeltaState(result.payload)  # what a hydration after this is compared with
-            if isinstance(result, Updated) and result.fetch_mode == "streaming":
-                self.logger.info(f"Upstream {self.client.features_url} offers streaming again")
+                if result.fetch_mode == "streaming":
+                    self.logger.info(f"Upstream {self.client.features_url} offers streaming again")
+                    return
+            delay = self.poller.next_delay_ms() / 1000
+            if why == FAILED:  # unreachable: tried again once polls are answered
+                if self.clock() >= retry_at and (isinstance(result, Updated) or result is NOT_MODIFIED):
+                    return
+                await asyncio.sleep(delay)
+                continue
+            wait = retry_at - self.clock()  # refused or told to poll: tried again at its time
+            if wait <= 0:
                 return
-            answered = isinstance(result, Updated) or result is NOT_MODIFIED
-            if self.clock() >= retry_at and (answered or why != FAILED):
+            await asyncio.sleep(min(delay, wait))
+            if self.clock() >= retry_at:
                 return
-            await asyncio.sleep(self.poller.next_delay_ms() / 1000)
 
     def _observe(self, what: str, value: str) -> None:
         if self.observer is not None and hasattr(self.observer, what):

@@ -130,6 +130,7 @@ def samples(tmp_path: Path) -> dict[str, Sample]:
         "service_app_name": ("my-app", lambda v: v == "my-app"),
         "service_instance_id": ("instance-9", lambda v: v == "instance-9"),
         "refresh_interval": ("250", lambda v: v == 250),
+        "streaming": ("true", lambda v: v is True),
         "metrics_interval": ("0", lambda v: v == 0),
         "metrics_jitter": ("100", lambda v: v == 100),
         "environment": ("production", lambda v: v == "production"),

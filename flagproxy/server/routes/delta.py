@@ -15,7 +15,15 @@ import logging
 from sanic import Blueprint, HTTPResponse, Request
 from sanic_ext import openapi
 
-from flagproxy.http.delta import Batch, back_to_polling, delta_headers, event_id, resumes, stream_changes
+from flagproxy.http.delta import (
+    STREAM_HEADERS,
+    Batch,
+    back_to_polling,
+    delta_headers,
+    event_id,
+    resumes,
+    stream_changes,
+)
 from flagproxy.server.client_features import ClientPayload, ClientQuery
 from flagproxy.server.delta import events as delta_events
 from flagproxy.server.errors import NotFound
@@ -90,6 +98,10 @@ async def client_streaming(request: Request) -> HTTPResponse | None:
     query = delta_query(request)
     feed = request.app.ctx.delta_feed
     subscriber = feed.subscribe()
+    if subscriber is None and feed.stopping:
+        # A stopping process is no reason to poll for good: a reader reconnects (to a replica, or to this
+        # server once restarted) as after any failure, where `fetch-mode: polling` would keep it polling.
+        return HTTPResponse(status=503, headers={**STREAM_HEADERS, "retry-after": "1"})
     if subscriber is None:
         log.info("streaming: %d streams open, asking a client to poll", len(feed.subscribers))
         return back_to_polling()

@@ -1,0 +1,162 @@
+"""`flagproxy proxy --streaming` against a stub upstream that streams (tests/http/stream_stub.py): the
+faults, fall-backs and resumptions a real server is not made to show. A real proxy process each; the
+polling interval is long (60 s) where the test says nothing came by polling, short where it must poll."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tests.http.loopback import KEY, SAMPLE, LoopThread
+from tests.http.processes import ProxyUnderTest
+from tests.http.stream_stub import StreamingStub, sse
+
+WAIT = 20.0  # how long a step may take before the test fails (never a measured bound)
+STREAMING = "/api/client/streaming"
+FEATURES = "/api/client/features"
+
+
+@pytest.fixture
+def upstream(loop_thread: LoopThread) -> Iterator[StreamingStub]:
+    stub = StreamingStub(loop_thread, json.loads(json.dumps(SAMPLE)))
+    yield stub
+    stub.end_streams()
+    stub.stop()
+
+
+def flag(name: str, enabled: bool = True) -> dict[str, Any]:
+    return {"name": name, "enabled": enabled, "strategies": [{"name": "default", "parameters": {}}]}
+
+
+def eventually(check: Callable[[], Any], what: str) -> Any:
+    deadline = time.monotonic() + WAIT
+    while True:
+        answer = check()
+        if answer:
+            return answer
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def names(proxy: ProxyUnderTest) -> set[str]:
+    return {toggle["name"] for toggle in proxy.toggles()}
+
+
+def test_streams_instead_of_polling_and_applies_each_event(
+    upstream: StreamingStub, proxy_factory: Callable[..., ProxyUnderTest]
+) -> None:
+    upstream.payload = {"version": 2, "features": [flag("a"), flag("b")], "segments": []}
+    proxy = proxy_factory(streaming=True, refresh_interval=60_000)
+    assert names(proxy) == {"a", "b"}
+    upstream.push(sse("unleash-updated", {"events": [{"eventId": 2, "type": "feature-updated",
+                                                     "feature": flag("c")}]}, 2))  # fmt: skip
+    eventually(lambda: names(proxy) == {"a", "b", "c"}, "the added flag")
+    upstream.push(sse("unleash-updated", {"events": [
+        {"eventId": 3, "type": "feature-removed", "featureName": "a", "project": "default"},
+        {"eventId": 4, "type": "feature-updated", "feature": flag("b", enabled=False)},
+    ]}, 4))  # fmt: skip
+    eventually(lambda: names(proxy) == {"c"}, "the removed and the switched-off flag")
+    assert upstream.received(FEATURES) == []  # not one poll
+    request = upstream.received(STREAMING)[0]
+    assert request["headers"]["Accept"] == "text/event-stream"
+    assert request["headers"]["Authorization"] == "stub-server-token"
+
+
+def test_an_event_that_changes_nothing_keeps_the_revision_and_etag(
+    upstream: StreamingStub, proxy_factory: Callable[..., ProxyUnderTest]
+) -> None:
+    upstream.payload = {"version": 2, "features": [flag("a")], "segments": []}
+    proxy = proxy_factory(streaming=True, refresh_interval=60_000)
+    status, headers, _ = proxy.get("/proxy", key=KEY)
+    etag = headers["etag"]
+    revision = json.loads(proxy.get("/proxy/status.json", key=KEY)[2])["revision"]
+    # The same feature again, then one that changes: only the second moves the revision.
+    upstream.push(sse("unleash-updated", {"events": [{"eventId": 2, "type": "feature-updated",
+                                                     "feature": flag("a")}]}, 2))  # fmt: skip
+    upstream.push(sse("unleash-updated", {"events": [{"eventId": 3, "type": "feature-updated",
+                                                     "feature": flag("z", enabled=False)}]}, 3))  # fmt: skip
+    eventually(
+        lambda: json.loads(proxy.get("/proxy/status.json", key=KEY)[2])["revision"] > revision, "a revision"
+    )
+    assert json.loads(proxy.get("/proxy/status.json", key=KEY)[2])["revision"] == revision + 1
+    # z is off: the answer is the same body, so the same ETag, and 304 for it.
+    status, headers, _ = proxy.get("/proxy", key=KEY, headers={"If-None-Match": etag})
+    assert (status, headers["etag"]) == (304, etag)
+
+
+def test_reconnects_with_last_event_id_and_misses_nothing(
+    upstream: StreamingStub, proxy_factory: Callable[..., ProxyUnderTest]
+) -> None:
+    upstream.payload = {"version": 2, "features": [flag("a")], "segments": []}
+    upstream.event_id = 7
+    proxy = proxy_factory(streaming=True, refresh_interval=60_000)
+    upstream.push(sse("unleash-updated", {"events": [{"eventId": 8, "type": "feature-updated",
+                                                     "feature": flag("b")}]}, 8))  # fmt: skip
+    eventually(lambda: names(proxy) == {"a", "b"}, "b")
+    # The stream ends; what comes next is what was missed after event 8, not a hydration.
+    upstream.connected = sse("unleash-connected", {"events": [{"eventId": 9, "type": "feature-updated",
+                                                              "feature": flag("c")}]}, 9)  # fmt: skip
+    upstream.end_streams()
+    second = eventually(lambda: upstream.received(STREAMING)[1:], "a second connection")[0]
+    assert second["headers"]["Last-Event-ID"] == "8"
+    eventually(lambda: names(proxy) == {"a", "b", "c"}, "c, sent after the reconnect")
+    assert upstream.received(FEATURES) == []
+
+
+def test_an_event_it_cannot_read_makes_it_hydrate_again(
+    upstream: StreamingStub, proxy_factory: Callable[..., ProxyUnderTest]
+) -> None:
+    upstream.payload = {"version": 2, "features": [flag("a")], "segments": []}
+    proxy = proxy_factory(streaming=True, refresh_interval=60_000)
+    upstream.push(sse("unleash-updated", {"events": [{"eventId": 2, "type": "feature-updated",
+                                                     "feature": {"name": 5}}]}, 2))  # fmt: skip
+    second = eventually(lambda: upstream.received(STREAMING)[1:], "a second connection")[0]
+    assert "Last-Event-ID" not in second["headers"]
+    assert names(proxy) == {"a"}  # the refused event changed nothing
+
+
+@pytest.mark.parametrize("status", [401, 403, 404, 429, 501])
+def test_a_refused_stream_falls_back_to_polling(
+    status: int, upstream: StreamingStub, proxy_factory: Callable[..., ProxyUnderTest]
+) -> None:
+    upstream.stream_status = status
+    upstream.payload = {"version": 2, "features": [flag("polled")], "segments": []}
+    proxy = proxy_factory(streaming=True, refresh_interval=200)
+    assert names(proxy) == {"polled"}
+    upstream.payload = {"version": 2, "features": [flag("polled"), flag("later")], "segments": []}
+    eventually(lambda: names(proxy) == {"polled", "later"}, "the polled change")
+    assert len(upstream.received(STREAMING)) == 1  # not tried again within minutes
+
+
+def test_fetch_mode_polling_then_back_to_streaming_when_a_poll_offers_it(
+    upstream: StreamingStub, proxy_factory: Callable[..., ProxyUnderTest]
+) -> None:
+    upstream.payload = {"version": 2, "features": [flag("a")], "segments": []}
+    upstream.connected = sse("fetch-mode", b"polling")  # the server's answer beyond its stream limit
+    proxy = proxy_factory(streaming=True, refresh_interval=200)
+    eventually(lambda: upstream.received(FEATURES), "a poll")
+    assert names(proxy) == {"a"}
+    # The upstream takes streams again and says so on a polled answer.
+    upstream.connected = None
+    upstream.features_headers = {"fetch-mode": "streaming"}
+    upstream.payload = {"version": 2, "features": [flag("a"), flag("b")], "segments": []}
+    eventually(lambda: upstream.streams_started == 2, "a stream again")
+    polls = len(upstream.received(FEATURES))
+    upstream.push(sse("unleash-updated", {"events": [{"eventId": 5, "type": "feature-updated",
+                                                     "feature": flag("c")}]}, 5))  # fmt: skip
+    eventually(lambda: names(proxy) == {"a", "b", "c"}, "the streamed change")
+    assert len(upstream.received(FEATURES)) == polls  # streaming again: no more polls
+
+
+def test_sigterm_with_a_stream_open_stops_cleanly(
+    upstream: StreamingStub, proxy_factory: Callable[..., ProxyUnderTest]
+) -> None:
+    proxy = proxy_factory(streaming=True, refresh_interval=60_000)
+    eventually(lambda: upstream.streams_started == 1, "an open stream")
+    proxy.stop(signal.SIGTERM)
+    assert proxy.popen.returncode == 0
