@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import signal
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from hypothesis import strategies as st
 from tests.demo.processes import ProxyProcess
 from tests.edge.harness import EdgeProcess, edge
 from tests.http.loopback import fetch
+from tests.http.stream_stub import eventually
 from tests.server.harness import (
     CLIENT_TOKEN,
     FRONTEND_TOKEN,
@@ -36,7 +36,6 @@ from tests.server.harness import (
 
 pytestmark = pytest.mark.slow
 
-WAIT = 30.0  # how long a change may take to show before the test fails (never a measured bound); < 60 s
 SDK_TOKEN = "streaming-test-sdk-token"  # reads a proxy's /proxy/client/features
 PROXY_ARGS = ("--enable-all-endpoint", "--exp-server-side-sdk-config-tokens", SDK_TOKEN)
 CONTEXTS = [
@@ -102,16 +101,6 @@ def readers(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         yield started
     finally:
         started.stop()
-
-
-def eventually(check: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + WAIT
-    while True:
-        answer = check()
-        if answer:
-            return answer
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
 
 
 def proxy_enabled(proxy: ProxyProcess, name: str) -> bool:

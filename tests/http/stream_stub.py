@@ -10,12 +10,27 @@ the stub's state says at the time), then whatever `push` sends, until `end_strea
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 from aiohttp import web
 
 from tests.http.loopback import LoopThread, StubUpstream
+
+WAIT = 30.0  # how long a streamed change may take to show before a test fails (never a measured bound)
+
+
+def eventually(check: Callable[[], Any], what: str, wait: float = WAIT) -> Any:
+    """`check()`'s first true answer, asked every 50 ms; fails naming `what` after `wait` seconds."""
+    deadline = time.monotonic() + wait
+    while True:
+        answer = check()
+        if answer:
+            return answer
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
 
 
 def sse(event: str, data: Any, event_id: int | None = None) -> bytes:

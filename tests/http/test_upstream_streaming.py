@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import signal
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -14,9 +13,8 @@ import pytest
 
 from tests.http.loopback import KEY, SAMPLE, LoopThread
 from tests.http.processes import ProxyUnderTest
-from tests.http.stream_stub import StreamingStub, sse
+from tests.http.stream_stub import StreamingStub, eventually, sse
 
-WAIT = 20.0  # how long a step may take before the test fails (never a measured bound)
 STREAMING = "/api/client/streaming"
 FEATURES = "/api/client/features"
 
@@ -31,16 +29,6 @@ def upstream(loop_thread: LoopThread) -> Iterator[StreamingStub]:
 
 def flag(name: str, enabled: bool = True) -> dict[str, Any]:
     return {"name": name, "enabled": enabled, "strategies": [{"name": "default", "parameters": {}}]}
-
-
-def eventually(check: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + WAIT
-    while True:
-        answer = check()
-        if answer:
-            return answer
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
 
 
 def names(proxy: ProxyUnderTest) -> set[str]:
