@@ -303,6 +303,9 @@ def _load(options: dict[str, Any], env: Mapping[str, str], mode: str) -> EdgeSet
     _one_token_header(values, named)
     if values["tls_enable"]:
         values["tls"] = _server_tls(values, named)
+        if values["redirect_http_to_https"] and values["port"] == values["tls_server_port"]:
+            ports = named.get("tls_server_port", "--tls-server-port"), named.get("port", "--port")
+            raise ConfigError(f"{ports[0]} and {ports[1]}: the HTTPS and the redirecting port must differ")
     if mode == EDGE:
         values["upstream_tls"] = _upstream_tls(values, named)
     servers = values.pop("proxy_trusted_servers")

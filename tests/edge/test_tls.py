@@ -193,6 +193,11 @@ def test_a_missing_unreadable_or_wrong_certificate_or_key_stops_the_start(ca: Te
             {"TLS_SERVER_PORT": "70000"},
             "TLS_SERVER_PORT: must be between 1 and 65535",
         ),
+        (
+            ["--tls-enable", "--tls-server-cert", str(cert), "--tls-server-key", str(key), "-p", "3043"],
+            {"REDIRECT_HTTP_TO_HTTPS": "true"},
+            "--tls-server-port and --port: the HTTPS and the redirecting port must differ",
+        ),
     ]
     for args, env, said in cases:
         answer = _start(*args, env=env)
