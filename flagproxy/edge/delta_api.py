@@ -85,6 +85,10 @@ def streaming(edge: EdgeApp) -> Handler:
             return served
         streams = edge.streams
         subscriber = streams.subscribe()
+        if subscriber is None and streams.stopping:
+            # A stopping edge is no reason to poll for good: the SDK reconnects (to this edge once it is
+            # back) as after any failure, where `fetch-mode: polling` would keep it polling.
+            return edge.empty(request, 503)
         if subscriber is None:
             edge.logger.info(f"streaming: {len(streams.subscribers)} streams open, asking a client to poll")
             return back_to_polling(edge.headers(request))

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.edge.harness import EdgeProcess, edge
+from tests.edge.test_delta import stream_series
 from tests.sdk.test_realtime_sdks import NodeFollower, PythonFollower
 from tests.server.harness import CLIENT_TOKEN, ServerProcess, base_env
 
@@ -125,6 +126,8 @@ def test_python_sdk_streaming_sees_every_change_through_edge_in_order(
     follower = PythonFollower(f"{through_edge.url}/api", tmp_path / "cache")
     try:
         follow_every_change(follower, server, through_edge)
+        # It streams from the restarted edge (one stream open), rather than having fallen back to polling.
+        assert stream_series(through_edge.process)[0] == 1
     finally:
         follower.stop()
 
@@ -140,3 +143,21 @@ def test_node_sdk_streams_from_an_edge_chained_below_an_edge(server: ServerProce
     finally:
         for stop in reversed(started):
             stop()
+
+
+def test_node_sdk_beyond_the_stream_limit_polls_and_still_sees_changes(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    reader = RestartableEdge(server.url, "--max-streams", "0")
+    follower = NodeFollower(f"{reader.url}/api/", {"type": "streaming"}, tmp_path / "node.log")
+    try:
+        server.api().create_feature("polled")
+        follower.wait_for(lambda state: "polled" in state)
+        server.api().switch("polled", True)
+        follower.wait_for(lambda state: state.get("polled") is True)
+        # The edge's `fetch-mode: polling` moved the SDK to polling (it says so once its first poll is
+        # done), where it reads the features document.
+        assert follower.modes == [{"from": "streaming", "to": "polling"}], follower.modes
+    finally:
+        follower.stop()
+        reader.stop()

@@ -16,7 +16,8 @@ withJob((job) => {
     for (const feature of features) flags[feature.name] = feature.enabled;
     write({ flags, at: performance.timeOrigin + performance.now() }); // wall clock, ms (benchmarks)
   });
-  client.on(UnleashEvents.Mode, (change) => write({ mode: change }));
+  // unleash-client does not pass its repository's Mode event on: listen where it is emitted.
+  client.repository.on(UnleashEvents.Mode, (change) => write({ mode: change }));
   client.on("error", (error) => process.stderr.write(`error: ${error && error.message}\n`));
   client.on("warn", (message) => process.stderr.write(`warn: ${message}\n`));
   // The SDK's poll timer does not keep Node alive (unref): this does, until the test stops it.
