@@ -14,6 +14,7 @@ benchmarks/instructions.py.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import glob
 import http.client
@@ -143,6 +144,7 @@ def count(
     dilation: float,
     program: list[str] | None = None,
     path: str | None = None,
+    connections: int = 1,
 ) -> Counted:
     """Run `flagproxy <command>` under callgrind (`env`: its environment; TMPDIR is set to `work`),
     listening on `port`; once `health` answers 200, warm it with 100 requests of `workload`, wait for the
@@ -169,7 +171,7 @@ def count(
         idle_total = dump(process.pid, work, pid_prefix)
         idle_seconds = time.monotonic() - started
         started = time.monotonic()
-        send(port, workload, 1_000_000, requests, path)
+        send(port, workload, 1_000_000, requests, path, connections)
         loaded = dump(process.pid, work, pid_prefix)
         request_seconds = time.monotonic() - started
         control(process.pid, work, "-i", "off")
@@ -180,10 +182,20 @@ def count(
     return Counted(label, idle_total, idle_seconds, loaded, request_seconds, requests)
 
 
-def send(port: int, workload: Workload, first: int, n: int, path: str | None = None) -> None:
-    """Requests `first` to `first + n` of `workload` on one keep-alive connection: a unique userId each
-    (`post-unique`), or its requests in turn; each must get the scenario's status. `path`: where to send
-    them, when not the scenario's own path."""
+def send(
+    port: int, workload: Workload, first: int, n: int, path: str | None = None, connections: int = 1
+) -> None:
+    """Requests `first` to `first + n` of `workload` on one keep-alive connection (or `connections` at
+    once, each from a thread of its own, as wrk's connections are: the server's loop then finds several
+    requests ready at each turn): a unique userId each (`post-unique`), or its requests in turn; each must
+    get the scenario's status. `path`: where to send them, when not the scenario's own path."""
+    if connections > 1:
+        share = [(first + k * n // connections, (k + 1) * n // connections - k * n // connections)
+                 for k in range(connections)]  # fmt: skip
+        with concurrent.futures.ThreadPoolExecutor(connections) as pool:
+            for done in [pool.submit(send, port, workload, start, count, path) for start, count in share]:
+                done.result()
+        return
     scenario = workload.scenario
     target = scenario.path if path is None else path
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)

@@ -113,6 +113,16 @@ def breakdown(dump: Path, top: int) -> tuple[list[tuple[str, int]], list[tuple[s
     return by_object.most_common(), compiled[:top], total
 
 
+def _events(work: Path, label: str) -> dict[str, int]:
+    """Every event callgrind counted in `label`'s last dump (its request phase): Ir, and with
+    --cache-sim=yes the I1, D1 and last-level misses."""
+    dumps = sorted(glob.glob(str(work / f"callgrind.{label}.*.*")), key=lambda p: int(p.rsplit(".", 1)[1]))
+    text = Path(dumps[-1]).read_text(errors="replace")
+    names = re.search(r"^events: (.+)$", text, re.MULTILINE).group(1).split()
+    totals = re.search(r"^totals: (.+)$", text, re.MULTILINE).group(1).split()
+    return dict(zip(names, (int(t) for t in totals), strict=False))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--flags", type=int, default=350, help="flags in the snapshot (default: 350)")
@@ -128,12 +138,24 @@ def main() -> None:
         "--dilation", type=float, default=25.0, help="flush and hand-off intervals stretched by (25)"
     )
     parser.add_argument("--top", type=int, default=15, help="compiled functions listed (default: 15)")
+    parser.add_argument(
+        "--connections",
+        type=int,
+        default=1,
+        help="keep-alive connections the requests are spread over, all at once (default 1; wrk's 50)",
+    )
     args = parser.parse_args()
     check_tools()
     scenario = scenarios.SCENARIOS_BY_NAME[args.scenario]
     load = scenarios.workload(scenario, args.flags)
     work = Path(tempfile.mkdtemp(prefix="flagproxy-ceiling-"))
-    common = {"workload": load, "requests": args.requests, "idle": args.idle, "dilation": args.dilation}
+    common = {
+        "workload": load,
+        "requests": args.requests,
+        "idle": args.idle,
+        "dilation": args.dilation,
+        "connections": args.connections,
+    }
     with loopback_upstream(args.flags) as upstream_port:
         routes = typical_answer_route(upstream_port, scenario, args.flags, work)
         port = free_port()
@@ -171,6 +193,11 @@ def main() -> None:
     print(f"| the ceiling (bare Sanic, fixed body) | {ceiling.per_request:,.0f} |")
     print(f"| flagproxy proxy | {proxy.per_request:,.0f} |")
     print(f"requests per instruction, proxy / ceiling: {ceiling.per_request / proxy.per_request:.3f}")
+    for label in ("ceiling", "proxy"):  # with VALGRIND_OPTS=--cache-sim=yes: the request phase's misses
+        events = _events(work, label)
+        if len(events) > 1:
+            per_request = ", ".join(f"{name} {value / args.requests:,.0f}" for name, value in events.items())
+            print(f"{label}, request phase a request (idle phase not taken out): {per_request}")
     dumps = sorted(glob.glob(str(work / "callgrind.proxy.*.*")), key=lambda p: int(p.rsplit(".", 1)[1]))
     by_object, compiled, total = breakdown(Path(dumps[-1]), args.top)
     print("\nThe proxy's request phase by shared object (self cost, % of the phase):")
