@@ -59,6 +59,7 @@ from flagproxy.sync.usage import UsageCollector
 
 _app_numbers = itertools.count(1)
 Handler = Callable[[Request], Awaitable[HTTPResponse]]
+Enriched = Callable[[dict[str, Any], Request], Awaitable[dict[str, Any]]]
 
 
 def create_app(
@@ -252,18 +253,19 @@ class _ProxyApp:
 
     # ---- context ------------------------------------------------------------------------------------
 
-    def _make_context_finisher(self) -> Callable[[dict[str, Any], Request], Awaitable[dict[str, Any]]]:
+    def _make_context_finisher(
+        self,
+    ) -> tuple[Callable[[dict[str, Any], Request], dict[str, Any]], Enriched | None]:
+        """(finish, finish_enriched): the context as the engine gets it. Without custom enrichers the
+        second is None and `finish` does it all without a coroutine (one fewer per request); with them,
+        `finish_enriched` awaits them between the caller's address and the defaults."""
         s = self.settings
         remote_address = self._remote_address
         forced_environment = s.environment
         app_name = s.service_app_name
         enrichers = s.exp_custom_enrichers
 
-        async def finish(context: dict[str, Any], request: Request) -> dict[str, Any]:
-            if "remoteAddress" not in context:
-                context["remoteAddress"] = remote_address(request)
-            if enrichers:
-                context = await enrich(context, enrichers)
+        def defaults(context: dict[str, Any]) -> dict[str, Any]:
             if forced_environment is not None:
                 context["environment"] = forced_environment
             elif "environment" not in context:
@@ -272,7 +274,17 @@ class _ProxyApp:
                 context["appName"] = app_name
             return context
 
-        return finish
+        def finish(context: dict[str, Any], request: Request) -> dict[str, Any]:
+            if "remoteAddress" not in context:
+                context["remoteAddress"] = remote_address(request)
+            return defaults(context)
+
+        async def finish_enriched(context: dict[str, Any], request: Request) -> dict[str, Any]:
+            if "remoteAddress" not in context:
+                context["remoteAddress"] = remote_address(request)
+            return defaults(await enrich(context, enrichers))
+
+        return finish, (finish_enriched if enrichers else None)
 
     # ---- toggle routes (hot) ------------------------------------------------------------------------
 
@@ -289,7 +301,7 @@ class _ProxyApp:
         client_keys = self.client_keys
         key_header = self.settings.client_keys_header_name
         disabled = include_disabled and not self.settings.enable_all_endpoint
-        finish = self._make_context_finisher()
+        finish, finish_enriched = self._make_context_finisher()
         collector = self.collector  # its bucket is swapped at every flush: look it up per request
         answer = self._answer
         remote_address = self._remote_address
@@ -320,10 +332,13 @@ class _ProxyApp:
                 return answer(request, hit.body, hit.etag, conditional)
             if disabled:
                 return self._fixed(request, 501, r.ALL_DISABLED, r.HTML)
-            try:
-                context = await finish(context, request)
-            except EnricherError as error:
-                return self._enricher_failed(request, error)
+            if finish_enriched is None:
+                context = finish(context, request)
+            else:
+                try:
+                    context = await finish_enriched(context, request)
+                except EnricherError as error:
+                    return self._enricher_failed(request, error)
             outcomes = None
             if names is None:
                 body, valid_in = snapshot.evaluate_all_body(context, include_disabled)
