@@ -20,6 +20,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.demo.processes import ProxyProcess
 from tests.edge.harness import EdgeProcess, edge
@@ -114,15 +115,22 @@ def edge_enabled(process: EdgeProcess, name: str) -> bool:
     return status == 200 and orjson.loads(body)["enabled"]
 
 
-def proxy_fetches(proxy: ProxyProcess) -> float:
-    """flagproxy_upstream_fetches_total over its results: the proxy's polls."""
+def series(proxy: ProxyProcess, prefix: str) -> float:
+    """The sum of a series' samples whose line starts with `prefix` (name and labels), read with
+    prometheus_client's parser."""
     status, text = proxy.request("GET", "/proxy/internal-backstage/prometheus")
     assert status == 200
     return sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in text.decode().splitlines()
-        if line.startswith("flagproxy_upstream_fetches_total")
+        sample.value
+        for family in text_string_to_metric_families(text.decode())
+        for sample in family.samples
+        if (sample.name + str(sorted(sample.labels.items()))).startswith(prefix)
     )
+
+
+def proxy_fetches(proxy: ProxyProcess) -> float:
+    """flagproxy_upstream_fetches_total over its results: the proxy's polls."""
+    return series(proxy, "flagproxy_upstream_fetches_total")
 
 
 def new_flag(api: Api, name: str) -> None:
@@ -140,6 +148,8 @@ def test_an_admin_change_shows_up_without_a_poll(readers: Readers) -> None:
     eventually(lambda: not proxy_enabled(readers.proxy, "streamed-on"), "POST /proxy sees it off")
     eventually(lambda: not edge_enabled(readers.edge, "streamed-on"), "edge sees it off")
     assert proxy_fetches(readers.proxy) == 0  # every change came by the stream
+    assert series(readers.proxy, "flagproxy_upstream_streaming") == 1
+    assert series(readers.proxy, "flagproxy_upstream_stream_events_total[('event', 'unleash-updated')]") >= 2
 
 
 def test_a_server_restart_misses_nothing(readers: Readers) -> None:
@@ -157,6 +167,28 @@ def test_a_server_restart_misses_nothing(readers: Readers) -> None:
         eventually(lambda name=name: proxy_enabled(readers.proxy, name), f"POST /proxy sees {name}")
         eventually(lambda name=name: edge_enabled(readers.edge, name), f"edge sees {name}")
     assert proxy_fetches(readers.proxy) == 0
+    assert series(readers.proxy, "flagproxy_upstream_stream_ends_total") >= 1  # and was reconnected
+    assert series(readers.proxy, "flagproxy_upstream_streaming") == 1
+
+
+def test_the_stream_is_scoped_as_the_poll(readers: Readers) -> None:
+    """A proxy's filters (here `--name-prefix`) and its token's environment scope what it streams."""
+    api = readers.writer.api()
+    proxy = ProxyProcess(
+        readers.server.url, 60_000, log_path=str(readers.tmp / "prefixed.log"),
+        extra_args=("--streaming", "--name-prefix", "kept-", *PROXY_ARGS),
+    ).start()  # fmt: skip
+    try:
+        for name in ("kept-a", "dropped-a"):
+            new_flag(api, name)
+            api.switch(name, True)
+        api.switch("kept-a", False, environment="production")  # another environment: nothing to stream
+        eventually(lambda: proxy_enabled(proxy, "kept-a"), "the kept flag")
+        eventually(lambda: proxy_enabled(readers.proxy, "dropped-a"), "the unfiltered proxy has the other")
+        assert not proxy_enabled(proxy, "dropped-a")
+        assert set(served_document(proxy.port, "/proxy/client/features", SDK_TOKEN)[0]) == {"kept-a"}
+    finally:
+        assert proxy.stop() == 0
 
 
 # ---- random admin changes: streamed answers are the answers of a full document ------------------------
