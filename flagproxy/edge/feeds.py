@@ -5,7 +5,8 @@ reads upstream: the features of its environment and projects (flagproxy/edge/syn
 environment of offline mode's bootstrap file (flagproxy/edge/offline.py). The instance's leader (one per
 instance, whatever the number of workers: flagproxy/instance/leader.py) compiles each new document once
 and publishes it with its image into a file of its own in the instance folder
-(flagproxy/sync/publication.py), keeps it in `--backup-folder`, and lists every feed in `feeds.json`.
+(flagproxy/sync/publication.py), hands it to the persistence backend (`--backup-folder`, `--redis-url`:
+flagproxy/edge/persistence.py), and lists every feed in `feeds.json`.
 Workers follow that list and those files (flagproxy/edge/scopes.py), so every worker serves the same
 revision of each feed and the upstream is asked once per feed, not once per worker.
 """
@@ -25,7 +26,6 @@ from flagproxy.edge.changes import ChangeLog
 from flagproxy.edge.tokens import ALL_PROJECTS
 from flagproxy.instance.compiler import ImageCompiler
 from flagproxy.instance.store import compile_image, return_free_memory
-from flagproxy.sync.backup import FileStorageProvider
 from flagproxy.sync.documents import DocumentError, flag_count
 from flagproxy.sync.publication import Publication
 
@@ -77,7 +77,7 @@ class Feeds:
         self,
         directory: str,
         logger: Any,
-        backup_folder: str | None = None,
+        persistence: Any = None,  # flagproxy/edge/persistence.py's Persistence, which imports this module
         *,
         compile_apart: bool = False,
         kept_events: int = 1000,
@@ -93,7 +93,7 @@ class Feeds:
         # Each feed's delta log (flagproxy/edge/changes.py), published with its documents.
         self.kept_events = kept_events
         self.changes: dict[Scope, ChangeLog] = {}
-        self.backup = FileStorageProvider(backup_folder) if backup_folder else None
+        self.persistence = persistence
         # Features documents refused whole, by reason (flagproxy/sync/documents.py): served at
         # /internal-backstage/metrics as flagproxy_refused_documents_total, as the proxy does.
         self.refused: dict[str, int] = {}
@@ -165,9 +165,8 @@ class Feeds:
         self.feeds[feed].publish(payload, source, image, extra={"delta": log})
         self.flags[feed] = flag_count(payload)
         self.hydrated[feed].set()
-        if save and self.backup is not None:
-            kept = {"scope": [feed[0], list(feed[1])], "features": payload, "eventId": changes.last}
-            self.backup.set(_backup_key(feed), kept)
+        if save and self.persistence is not None:
+            self.persistence.feed_changed(feed, payload, changes.last)
         return True
 
     def close(self) -> None:
@@ -183,20 +182,15 @@ class Feeds:
             publication.touch()
 
     def restore(self, feed: Scope) -> bool:
-        """The feed's last saved document from --backup-folder, if there is one."""
-        if self.backup is None:
+        """The feed's last saved document from the persistence backend, if there is one."""
+        saved = self.persistence.restore_feed(feed) if self.persistence is not None else None
+        if saved is None:
             return False
-        saved = self.backup.get(_backup_key(feed))
-        if not isinstance(saved, dict) or not isinstance(saved.get("features"), dict):
-            return False
-        if isinstance(saved.get("eventId"), int):  # delta event ids go on from the last run's
-            self.changes.setdefault(feed, ChangeLog(self.kept_events)).continue_after(saved["eventId"])
-        return self.publish(feed, saved["features"], source="backup", save=False)
+        payload, event_id = saved
+        if event_id is not None:  # delta event ids go on from the last run's
+            self.changes.setdefault(feed, ChangeLog(self.kept_events)).continue_after(event_id)
+        return self.publish(feed, payload, source="backup", save=False)
 
     @property
     def ready(self) -> bool:
         return all(event.is_set() for event in self.hydrated.values())
-
-
-def _backup_key(feed: Scope) -> str:
-    return "edge-" + scope_key(feed)

@@ -7,6 +7,8 @@ process of `--workers N`, and on the app's own loop with one worker):
   project set, published for every worker (flagproxy/edge/feeds.py), revalidation, and the one usage
   stream upstream, fed by every worker's hand-offs (flagproxy/sync/spool.py) before each send;
 - offline: the bootstrap file read and reloaded (flagproxy/edge/offline.py), published the same way;
+- online, the persistence backend (flagproxy/edge/persistence.py): read before the sync starts, written
+  as it says (and last at stop), by the leader alone;
 - `revoked` in the instance folder, touched when its revalidation refuses a token: every worker then
   asks it again about the tokens it knows (answered from the cache), so a revoked token stops working on
   every worker at once;
@@ -31,6 +33,7 @@ import orjson
 
 from flagproxy.edge.feeds import Feeds
 from flagproxy.edge.offline import OfflineSource
+from flagproxy.edge.persistence import FolderPersistence, Persistence
 from flagproxy.edge.settings import OFFLINE, EdgeSettings
 from flagproxy.edge.tokens import CLIENT
 from flagproxy.edge.usage import EdgeUsage
@@ -49,12 +52,12 @@ class EdgeLeader:
         self.instance = instance
         self.logger = logger
         self.offline = settings.mode == OFFLINE
-        backup = None if self.offline else settings.backup_folder
+        self.persistence = None if self.offline else build_persistence(settings, logger)
         # `compile_apart`: this leader shares its process with a serving loop (flagproxy/edge/app.py).
         self.feeds = Feeds(
             instance.directory,
             logger,
-            backup,
+            self.persistence,
             compile_apart=compile_apart,
             kept_events=settings.delta_kept_events,
         )
@@ -87,6 +90,9 @@ class EdgeLeader:
 
     async def start(self) -> None:
         await self.channel.start()
+        if self.persistence is not None:
+            await self.persistence.load()
+            self.tasks.append(asyncio.get_running_loop().create_task(self.persistence.run()))
         if self.sync is not None:
             await self.sync.start()
         if self.source is not None:
@@ -121,6 +127,9 @@ class EdgeLeader:
             left = self.usage.handoff()
             if left is not None:
                 self.instance.spool.hand_off_document(left)
+        if self.persistence is not None:
+            await self.persistence.persist()  # what the instance knows at its stop, as Edge does
+            await self.persistence.close()
         self.feeds.close()  # the compile process, if one was started
 
     # ---- what workers ask ---------------------------------------------------------------------------
@@ -179,6 +188,17 @@ class EdgeLeader:
             "batchesSent": 0 if sync is None else sync.sender.posts,
             "refused": self.feeds.refused,
         }
+
+
+def build_persistence(settings: EdgeSettings, logger: Any) -> Persistence | None:
+    """The backend the settings name, if any (flagproxy/edge/persistence.py)."""
+    if settings.redis is not None:
+        from flagproxy.edge.redis_store import RedisPersistence  # the Redis client: the leader's alone
+
+        return RedisPersistence(settings.redis, logger)
+    if settings.backup_folder:
+        return FolderPersistence(settings.backup_folder)
+    return None
 
 
 def revocations_path(directory: str) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from flagproxy.edge.persistence import RedisTarget, check_persistence
 from flagproxy.edge.tokens import EdgeToken, TokenFormatError, parse_offline, parse_pretrusted, parse_token
 from flagproxy.http.client_tls import ClientTls, client_context
 from flagproxy.http.tls import server_ssl
@@ -86,9 +87,38 @@ OPTIONS: tuple[Option, ...] = (
            "seconds between two bulk metrics posts upstream", (EDGE,), "-m", group="usage"),
     Option("token_revalidation_interval_seconds", "TOKEN_REVALIDATION_INTERVAL_SECONDS", 3600, "int",
            "seconds between two revalidations of every known token", (EDGE,), group="tokens"),
+    # Persistence (flagproxy/edge/persistence.py): at most one of --backup-folder, Redis, S3 (refused).
     Option("backup_folder", "BACKUP_FOLDER", None, "path",
-           "folder where the last good features of each environment are kept and read at start "
-           "(never tokens)", (EDGE,), "-b", group="upstream"),
+           "folder where the last good features of each environment and the validated tokens' digests are "
+           "kept and read at start (never a secret)", (EDGE,), "-b", group="persistence"),
+    Option("redis_url", "REDIS_URL", (), "list",
+           "Redis to keep features and validated tokens' digests in, read at start: redis://, rediss:// or "
+           "unix:// URL (of a comma-separated list, the first)", (EDGE,), group="persistence"),
+    Option("redis_mode", "REDIS_MODE", "single", "str", "single (cluster is not supported)", (EDGE,),
+           group="persistence"),
+    Option("redis_password", "REDIS_PASSWORD", None, "secret", "password for Redis, over the URL's",
+           (EDGE,), group="persistence"),
+    Option("redis_username", "REDIS_USERNAME", None, "str", "user name for Redis, over the URL's", (EDGE,),
+           group="persistence"),
+    Option("redis_port", "REDIS_PORT", None, "int", "Redis port, over the URL's", (EDGE,),
+           group="persistence"),
+    Option("redis_host", "REDIS_HOST", None, "str",
+           "Redis host, when --redis-url is not given (a socket path with --redis-scheme unix)", (EDGE,),
+           group="persistence"),
+    Option("redis_secure", "REDIS_SECURE", False, "bool", "connect to Redis with TLS (rediss)", (EDGE,),
+           group="persistence"),
+    Option("redis_scheme", "REDIS_SCHEME", "redis", "str",
+           "scheme with --redis-host: tcp, tls, redis, rediss, redis-unix or unix", (EDGE,),
+           group="persistence"),
+    Option("redis_read_connection_timeout_milliseconds", "REDIS_READ_CONNECTION_TIMEOUT_MILLISECONDS", 2000,
+           "int", "milliseconds allowed to connect to Redis and read, at start", (EDGE,),
+           group="persistence"),
+    Option("redis_write_connection_timeout_milliseconds", "REDIS_WRITE_CONNECTION_TIMEOUT_MILLISECONDS",
+           2000, "int", "milliseconds allowed to connect to Redis and write", (EDGE,), group="persistence"),
+    Option("s3_bucket_name", "S3_BUCKET_NAME", None, "str", "not supported: refused at start", (EDGE,),
+           group="persistence"),
+    Option("s3_force_path_style", "S3_FORCE_PATH_STYLE", False, "bool", "not supported: refused at start",
+           (EDGE,), group="persistence"),
     Option("delta_kept_events", "DELTA_KEPT_EVENTS", 1000, "int",
            "delta events kept per environment and project set for /api/client/delta and "
            "/api/client/streaming; a reader further behind gets a hydration", group="serving"),
@@ -193,7 +223,21 @@ class EdgeSettings:
     streaming: bool = False
     metrics_interval_seconds: int = 60
     token_revalidation_interval_seconds: int = 3600
+    # Persistence: --backup-folder, or Redis (`redis`: the target its options make, edge/persistence.py).
     backup_folder: str | None = None
+    redis_url: tuple[str, ...] = ()
+    redis_mode: str = "single"
+    redis_password: str | None = None
+    redis_username: str | None = None
+    redis_port: int | None = None
+    redis_host: str | None = None
+    redis_secure: bool = False
+    redis_scheme: str = "redis"
+    redis_read_connection_timeout_milliseconds: int = 2000
+    redis_write_connection_timeout_milliseconds: int = 2000
+    s3_bucket_name: str | None = None
+    s3_force_path_style: bool = False
+    redis: RedisTarget | None = None
     delta_kept_events: int = 1000
     max_streams: int = 1000
     disable_all_endpoint: bool = False
@@ -295,6 +339,9 @@ def _load(options: dict[str, Any], env: Mapping[str, str], mode: str) -> EdgeSet
         ("cors_max_age", 0, None),
         ("delta_kept_events", 1, None),
         ("max_streams", 0, None),
+        ("redis_port", 1, 65535),
+        ("redis_read_connection_timeout_milliseconds", 1, None),
+        ("redis_write_connection_timeout_milliseconds", 1, None),
     ):
         value = values.get(key)
         if value is not None and (value < low or (high is not None and value > high)):
@@ -308,6 +355,7 @@ def _load(options: dict[str, Any], env: Mapping[str, str], mode: str) -> EdgeSet
             raise ConfigError(f"{ports[0]} and {ports[1]}: the HTTPS and the redirecting port must differ")
     if mode == EDGE:
         values["upstream_tls"] = _upstream_tls(values, named)
+        check_persistence(values, named)
     servers = values.pop("proxy_trusted_servers")
     if values["trust_proxy"]:
         values["trust_proxy"] = TrustProxy(networks=servers) if servers else TrustProxy(trust_all=True)

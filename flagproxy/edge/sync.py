@@ -8,8 +8,8 @@ unreachable).
 
 Start-up tokens are validated in the background until the upstream answers (the instance is not ready
 until then); each validated client token becomes a feed (flagproxy/edge/feeds.py) polled with the
-sync package's poller and upstream client (flagproxy/sync/), starting from its --backup-folder copy when
-there is one.
+sync package's poller and upstream client (flagproxy/sync/), starting from what the persistence backend
+(--backup-folder, --redis-url: flagproxy/edge/persistence.py) kept of it when there is something.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from flagproxy.sync.upstream import UpstreamClient, UpstreamConfig
 from flagproxy.sync.usage import iso_now
 
 EDGE_URL_LABEL = "--upstream-url is the upstream's base URL without /api, e.g. http://unleash:4242"
-TOKENS_BACKUP = "edge-tokens"  # in --backup-folder: token hashes and scopes, never a secret
 START_RETRY_SECONDS = 1.0  # between two tries to validate start-up tokens while the upstream is away
 
 
@@ -166,15 +165,14 @@ class EdgeSync:
         return feed
 
     def save_tokens(self) -> None:
-        if self.published.backup is not None:
-            self.published.backup.set(TOKENS_BACKUP, self.validator.saved())
+        if self.published.persistence is not None:
+            self.published.persistence.tokens_changed(self.validator.saved())
 
     def _restore(self) -> None:
-        """With --backup-folder: the tokens validated before the restart (by hash) and the start-up
-        tokens among them followed at once, so the instance serves its backup while the upstream is away."""
-        if self.published.backup is None or not self.validator.restore(
-            self.published.backup.get(TOKENS_BACKUP)
-        ):
+        """With persistence: the tokens validated before the restart (by hash) and the start-up tokens
+        among them followed at once, so the instance serves what it kept while the upstream is away."""
+        persistence = self.published.persistence
+        if persistence is None or not self.validator.restore(persistence.restore_tokens()):
             return
         restored = []
         for token in list(self.unvalidated):

@@ -23,6 +23,7 @@ OPTION_GROUPS = {
     "serving": "serving (where and how requests are answered)",
     "tokens": "tokens and client keys",
     "usage": "usage metrics sent upstream",
+    "persistence": "persistence (what a restart starts from)",
     "prometheus": "Prometheus series",
     "cors": "CORS",
     "workers": "workers",

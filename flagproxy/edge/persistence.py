@@ -1,0 +1,187 @@
+"""Where the edge keeps what it knows across restarts, so an edge whose upstream is away at start is ready
+with the flags and tokens it knew: Edge's `EdgePersistence` (crates/oss/unleash-edge-persistence), one
+interface with a backend per option, and at most one of them (Edge's `data-provider` argument group).
+
+- `--backup-folder` (`FolderPersistence`): each feed's document written as it changes, and the
+  validated tokens as SHA-256 digests with their scope (flagproxy/sync/backup.py's files).
+- `--redis-url` or `--redis-host` (flagproxy/edge/redis_store.py): Edge's keys, written every 60 s,
+  soon after a change, and at stop.
+- `--s3-bucket-name`: refused at start (docs/edge.md says why).
+
+The leader (flagproxy/edge/leader.py) owns the one backend of an instance; workers never write. At start
+it `load`s it before the sync asks for a feed (`restore_feed`) or the tokens (`restore_tokens`); every
+published feed goes to `feed_changed`, every change of the validated tokens to `tokens_changed`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from flagproxy.edge.feeds import Scope, scope_key
+from flagproxy.options import ConfigError
+from flagproxy.sync.backup import FileStorageProvider
+
+TOKENS_BACKUP = "edge-tokens"  # in --backup-folder: token digests and scopes, never a secret
+
+
+class Persistence:
+    """What every backend answers; a backend that writes as things change needs no `run` or `persist`."""
+
+    async def load(self) -> None:
+        """Read what the backend holds, once, before anything is restored."""
+
+    def restore_feed(self, scope: Scope) -> tuple[dict[str, Any], int | None] | None:
+        """The feed's document and the id of its last delta event (flagproxy/edge/changes.py), if kept."""
+        return None
+
+    def restore_tokens(self) -> Any:
+        """The validated tokens as TokenValidator.restore takes them (`saved()`'s shape)."""
+        return None
+
+    def feed_changed(self, scope: Scope, payload: dict[str, Any], event_id: int) -> None:
+        pass
+
+    def tokens_changed(self, saved: list[dict[str, Any]]) -> None:
+        pass
+
+    async def run(self) -> None:
+        """The periodic writes, if the backend has any."""
+
+    async def persist(self) -> None:
+        """Write everything now (at stop)."""
+
+    async def close(self) -> None:
+        pass
+
+
+class FolderPersistence(Persistence):
+    def __init__(self, folder: str) -> None:
+        self.files = FileStorageProvider(folder)
+
+    def restore_feed(self, scope: Scope) -> tuple[dict[str, Any], int | None] | None:
+        saved = self.files.get(_feed_key(scope))
+        if not isinstance(saved, dict) or not isinstance(saved.get("features"), dict):
+            return None
+        event_id = saved.get("eventId")
+        return saved["features"], event_id if isinstance(event_id, int) else None
+
+    def restore_tokens(self) -> Any:
+        return self.files.get(TOKENS_BACKUP)
+
+    def feed_changed(self, scope: Scope, payload: dict[str, Any], event_id: int) -> None:
+        kept = {"scope": [scope[0], list(scope[1])], "features": payload, "eventId": event_id}
+        self.files.set(_feed_key(scope), kept)
+
+    def tokens_changed(self, saved: list[dict[str, Any]]) -> None:
+        self.files.set(TOKENS_BACKUP, saved)
+
+
+def _feed_key(scope: Scope) -> str:
+    return "edge-" + scope_key(scope)
+
+
+# ---- Edge's Redis options (crates/oss/unleash-edge-cli/src/lib.rs, RedisArgs) ----------------------------
+
+# --redis-scheme's values (clap's ValueEnum names) → the URL scheme Edge's Display writes for each; redis-py
+# names Edge's `redis+unix` `unix`.
+REDIS_SCHEMES = {"tcp": "redis", "tls": "rediss", "redis": "redis", "rediss": "rediss",
+                 "redis-unix": "unix", "unix": "unix"}  # fmt: skip
+URL_SCHEMES = {"redis": "redis", "rediss": "rediss", "redis+unix": "unix", "unix": "unix"}
+
+
+@dataclass(frozen=True)
+class RedisTarget:
+    url: str  # with the credentials: for the client only, never for a message
+    shown: str  # the URL without them, for the log
+    read_timeout: float  # seconds: reads at start (Edge: --redis-read-connection-timeout-milliseconds)
+    write_timeout: float  # seconds: every write
+
+
+def redis_target(values: dict[str, Any], named: dict[str, str]) -> RedisTarget | None:
+    """Edge's `RedisArgs::to_url`: the first --redis-url, or --redis-scheme://--redis-host; then
+    --redis-username/--redis-password, --redis-port and --redis-secure (rediss) over it. None without
+    Redis options; ConfigError for what cannot make a URL."""
+
+    def label(key: str) -> str:
+        return named.get(key, "--" + key.replace("_", "-"))
+
+    urls = values.get("redis_url") or ()
+    host = values.get("redis_host")
+    mode = str(values.get("redis_mode") or "single").strip().lower()
+    if mode not in ("single", "cluster"):
+        raise ConfigError(f"{label('redis_mode')}: {mode!r} is neither single nor cluster")
+    scheme_name = str(values.get("redis_scheme") or "redis").strip().lower()
+    if scheme_name not in REDIS_SCHEMES:
+        raise ConfigError(
+            f"{label('redis_scheme')}: {scheme_name!r} is not one of {', '.join(REDIS_SCHEMES)}"
+        )
+    if mode == "cluster":
+        raise ConfigError(
+            f"{label('redis_mode')}: cluster is not supported by flagproxy edge; give one Redis server "
+            "with --redis-mode single (the default)"
+        )
+    if not urls and not host:
+        for key in ("redis_username", "redis_password", "redis_port"):
+            if values.get(key) is not None:
+                raise ConfigError(f"{label(key)} needs --redis-url or --redis-host")
+        return None
+    if urls:
+        raw = urls[0]
+        parts = urlsplit(raw)
+        scheme = URL_SCHEMES.get(parts.scheme.lower())
+        if scheme is None:
+            raise ConfigError(f"{label('redis_url')}: give a redis://, rediss:// or unix:// URL")
+        if scheme != "unix" and not parts.hostname:
+            raise ConfigError(f"{label('redis_url')}: the URL names no host")
+        try:
+            url_port = parts.port
+        except ValueError:
+            raise ConfigError(
+                f"{label('redis_url')}: the URL's port is not a number from 1 to 65535"
+            ) from None
+        username, password = parts.username, parts.password
+        hostname, path, query = parts.hostname or "", parts.path, parts.query
+    else:
+        scheme = REDIS_SCHEMES[scheme_name]
+        username = password = None
+        url_port, query = None, ""
+        hostname, path = ("", host) if scheme == "unix" else (host, "")
+    if values.get("redis_username") is not None:
+        username = quote(values["redis_username"], safe="")
+    if values.get("redis_password") is not None:
+        password = quote(values["redis_password"], safe="")
+    port = values.get("redis_port") or url_port
+    if values.get("redis_secure"):
+        scheme = "rediss"
+    where = hostname + (f":{port}" if port and scheme != "unix" else "")
+    if ":" in hostname:  # an IPv6 address
+        where = f"[{hostname}]" + (f":{port}" if port else "")
+    credentials = ""
+    if username is not None or password is not None:
+        credentials = (username or "") + (f":{password}" if password is not None else "") + "@"
+    if scheme == "unix":  # redis-py reads the socket's path; urlunsplit would drop the empty netloc
+        url, shown = f"unix://{credentials}{path}" + (f"?{query}" if query else ""), f"unix://{path}"
+    else:
+        url, shown = urlunsplit((scheme, credentials + where, path, query, "")), f"{scheme}://{where}{path}"
+    return RedisTarget(
+        url=url,
+        shown=shown,
+        read_timeout=values["redis_read_connection_timeout_milliseconds"] / 1000,
+        write_timeout=values["redis_write_connection_timeout_milliseconds"] / 1000,
+    )
+
+
+def check_persistence(values: dict[str, Any], named: dict[str, str]) -> None:
+    """At start: one backend at most, S3 refused, Redis options that make a URL (`values["redis"]`)."""
+    for key in ("s3_bucket_name", "s3_force_path_style"):
+        if values.get(key):
+            raise ConfigError(
+                f"{named.get(key, '--' + key.replace('_', '-'))}: S3 persistence is not supported by "
+                "flagproxy edge; use --redis-url or --backup-folder"
+            )
+    values["redis"] = redis_target(values, named)
+    if values["redis"] is not None and values.get("backup_folder"):
+        which = named.get("redis_url") or named.get("redis_host")
+        raise ConfigError(f"{named['backup_folder']} and {which}: choose one place to persist to")

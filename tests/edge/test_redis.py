@@ -1,0 +1,222 @@
+"""`flagproxy edge --redis-url`: Edge's keys in a real `redis-server` (Debian's, started here on a free
+loopback port with nothing saved to disk, never the machine's own Redis), real edge processes and the
+counting stub upstream (tests/edge/harness.py): a restart while the upstream is away is ready from Redis
+and serves the tokens and flags it knew, with one worker or two; SIGTERM writes before exit 0; Redis going
+away while the edge runs costs one log line; Edge's own entries are read; S3 and cluster mode are refused.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+import redis
+
+from tests.edge.harness import CountingUpstream, edge, features_doc
+from tests.http.loopback import free_port
+
+CLIENT = "*:development.redis-client-secret"
+FRONTEND = "*:development.redis-frontend-secret"
+FLAGS = features_doc(("alpha", "default", True), ("beta", "other", True))
+
+
+class RedisServer:
+    """A `redis-server` of this test's own: no RDB, no AOF, loopback only."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        executable = shutil.which("redis-server")
+        assert executable, "redis-server is missing: .ci/run installs Debian's redis-server"
+        self.process = subprocess.Popen(
+            [executable, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", str(self.folder)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                if self.client().ping():
+                    return
+            except redis.exceptions.ConnectionError:
+                assert self.process.poll() is None, "redis-server stopped"
+                assert time.monotonic() < deadline, "redis-server did not answer"
+                time.sleep(0.05)
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+
+    def get_json(self, key: str) -> object:
+        raw = self.client().get(key)
+        return None if raw is None else orjson.loads(raw)
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path)
+    server.start()
+    yield server
+    server.kill()
+
+
+def wait_for(check, what: str, timeout: float = 20) -> None:
+    """Until `check()` holds (a wait for something to happen, not a measure of how fast it does)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
+def flag_names(process, token: str = FRONTEND) -> set[str]:
+    status, _, body = process.get("/api/frontend", token)
+    assert status == 200, (status, body)
+    return {toggle["name"] for toggle in orjson.loads(body)["toggles"]}
+
+
+def client_flag_names(process) -> set[str]:
+    status, _, body = process.get("/api/client/features", CLIENT)
+    assert status == 200, (status, body)
+    return {feature["name"] for feature in orjson.loads(body)["features"]}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_restart_while_the_upstream_is_away_is_ready_from_redis(
+    counting: CountingUpstream, redis_server: RedisServer, workers: int
+) -> None:
+    counting.add(CLIENT, "client", "development", ["*"], FLAGS)
+    counting.add(FRONTEND, "frontend", "development", ["*"])
+    options = ("--redis-url", redis_server.url, "--workers", str(workers))
+    process = edge(counting.url, [CLIENT], *options)
+    process.wait_ready()
+    assert flag_names(process) == {"alpha", "beta"}  # the frontend token is validated, so it is kept
+    _, err = process.stop(signal.SIGTERM)
+    assert process.popen.returncode == 0, err
+
+    features = redis_server.get_json("unleash-features")
+    assert isinstance(features, list) and [pair[0] for pair in features] == ["development"]
+    assert {f["name"] for f in features[0][1]["features"]} == {"alpha", "beta"}
+    tokens = redis_server.get_json("unleash-tokens")
+    assert {(t["type"], t["environment"], t["status"]) for t in tokens} == {
+        ("backend", "development", "Validated"),
+        ("frontend", "development", "Validated"),
+    }
+    assert b"secret" not in redis_server.client().get("unleash-tokens")  # digests, never a secret
+
+    url = counting.url
+    counting.stop()
+    process = edge(url, [CLIENT], *options)
+    try:
+        process.wait_ready()  # from Redis: the upstream is gone
+        assert flag_names(process) == {"alpha", "beta"}
+        assert client_flag_names(process) == {"alpha", "beta"}
+        assert process.get("/api/frontend", "*:development.never-seen")[0] == 401  # nobody to ask
+    finally:
+        _, err = process.stop(signal.SIGTERM)
+    assert process.popen.returncode == 0, err
+
+
+def test_sigterm_writes_to_redis_before_exit(counting: CountingUpstream, redis_server: RedisServer) -> None:
+    counting.add(CLIENT, "client", "development", ["*"], FLAGS)
+    process = edge(counting.url, [CLIENT], "--redis-url", redis_server.url)
+    process.wait_ready()
+    wait_for(lambda: redis_server.client().exists("unleash-features"), "the first write after a change")
+    redis_server.client().flushall()  # nothing changes after this: only the stop's write puts them back
+    _, err = process.stop(signal.SIGTERM)
+    assert process.popen.returncode == 0, err
+    features = redis_server.get_json("unleash-features")
+    assert {f["name"] for f in features[0][1]["features"]} == {"alpha", "beta"}
+    assert len(redis_server.get_json("unleash-tokens")) == 1
+
+
+def test_redis_going_away_costs_one_log_line(counting: CountingUpstream, redis_server: RedisServer) -> None:
+    counting.add(CLIENT, "client", "development", ["*"], FLAGS)
+    counting.add(FRONTEND, "frontend", "development", ["*"])
+    process = edge(counting.url, [CLIENT], "--redis-url", redis_server.url)
+    try:
+        process.wait_ready()
+        wait_for(lambda: redis_server.client().exists("unleash-features"), "the first write")
+        redis_server.kill()
+        for name in ("gamma", "delta", "epsilon"):  # each change is a write that fails
+            counting.documents[CLIENT] = features_doc(("alpha", "default", True), (name, "default", True))
+            wait_for(lambda name=name: name in flag_names(process), f"{name} served")
+        assert process.popen.poll() is None
+        redis_server.start()  # the same port, empty
+        counting.documents[CLIENT] = features_doc(("alpha", "default", True), ("zeta", "default", True))
+        wait_for(lambda: "zeta" in flag_names(process), "zeta served")
+
+        def written() -> bool:
+            features = redis_server.get_json("unleash-features")
+            return bool(features) and "zeta" in {f["name"] for f in features[0][1]["features"]}
+
+        wait_for(written, "the write after Redis came back")
+    finally:
+        out, err = process.stop(signal.SIGTERM)
+    assert process.popen.returncode == 0, err
+    away = [line for line in out.splitlines() if "cannot be reached" in line]
+    assert len(away) == 1, out
+    assert away[0].startswith("ERROR:") and redis_server.url in away[0]
+    assert sum("answers again" in line for line in out.splitlines()) == 1, out
+
+
+def test_edge_entries_are_read_and_a_feed_is_cut_to_its_projects(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """What Unleash Edge itself writes (its tokens with their secrets, an environment's features) serves a
+    flagproxy edge whose upstream is away; a token of one project sees that project's flags only."""
+    client = "[]:development.edge-written-client"
+    frontend = "[]:development.edge-written-frontend"
+    document = {**FLAGS, "query": {"project": ["default", "other"], "environment": "development"}}
+    entries = [
+        {"token": client, "type": "backend", "environment": "development", "projects": ["default"],
+         "status": "Validated"},
+        {"token": frontend, "type": "frontend", "environment": "development", "projects": ["default"],
+         "status": "Validated"},
+    ]  # fmt: skip
+    redis_server.client().set("unleash-features", orjson.dumps([["development", document]]))
+    redis_server.client().set("unleash-tokens", orjson.dumps(entries))
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    process = edge(nowhere, [client], "--redis-url", redis_server.url)
+    try:
+        process.wait_ready()
+        assert flag_names(process, frontend) == {"alpha"}
+    finally:
+        _, err = process.stop(signal.SIGTERM)
+    assert process.popen.returncode == 0, err
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (
+            ["--redis-url", "redis://127.0.0.1:1", "--redis-mode", "cluster"],
+            "--redis-mode: cluster is not supported",
+        ),
+        (["--s3-bucket-name", "flags"], "--s3-bucket-name: S3 persistence is not supported"),
+        (["--redis-url", "redis://127.0.0.1:1", "--backup-folder", "/tmp"], "choose one place"),
+        (["--redis-url", "http://127.0.0.1:1"], "--redis-url: give a redis://"),
+        (["--redis-password", "pw"], "--redis-password needs --redis-url or --redis-host"),
+    ],
+)
+def test_what_cannot_persist_stops_the_start_with_one_line(args: list[str], says: str) -> None:
+    process = edge("http://127.0.0.1:1", [CLIENT], *args)
+    _, err = process.popen.communicate(timeout=60)
+    assert process.popen.returncode == 2
+    assert len(err.strip().splitlines()) == 1 and says in err, err
+    assert "pw" not in err
