@@ -208,7 +208,7 @@ class RedisPersistence(Persistence):
         if trouble is not None and self.answering is not False:
             reason = str(trouble) or type(trouble).__name__
             self.logger.error(
-                f"Redis at {self.target.shown} cannot be reached ({reason}); edge keeps serving what it "
+                f"Redis at {self.target.shown} cannot be used ({reason}); edge keeps serving what it "
                 "knows and writes to Redis again when it answers"
             )
         elif trouble is None and self.answering is False:

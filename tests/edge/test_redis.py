@@ -29,10 +29,13 @@ FLAGS = features_doc(("alpha", "default", True), ("beta", "other", True))
 class RedisServer:
     """A `redis-server` of this test's own: no RDB, no AOF, loopback only."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, *extra: str) -> None:
         self.folder = folder
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}"
+        self.socket = folder / "redis.sock"
+        self.extra = extra  # more redis-server options (a password)
+        self.password = extra[extra.index("--requirepass") + 1] if "--requirepass" in extra else None
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -40,7 +43,7 @@ class RedisServer:
         assert executable, "redis-server is missing: .ci/run installs Debian's redis-server"
         self.process = subprocess.Popen(
             [executable, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self.folder)],
+             "--dir", str(self.folder), "--unixsocket", str(self.socket), *self.extra],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )  # fmt: skip
@@ -55,7 +58,7 @@ class RedisServer:
                 time.sleep(0.05)
 
     def client(self) -> redis.Redis:
-        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
+        return redis.Redis(host="127.0.0.1", port=self.port, password=self.password, socket_timeout=5)
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -169,7 +172,7 @@ def test_redis_going_away_costs_one_log_line(counting: CountingUpstream, redis_s
     finally:
         out, err = process.stop(signal.SIGTERM)
     assert process.popen.returncode == 0, err
-    away = [line for line in out.splitlines() if "cannot be reached" in line]
+    away = [line for line in out.splitlines() if "cannot be used" in line]
     assert len(away) == 1, out
     assert away[0].startswith("ERROR:") and redis_server.url in away[0]
     assert sum("answers again" in line for line in out.splitlines()) == 1, out
@@ -199,6 +202,54 @@ def test_edge_entries_are_read_and_a_feed_is_cut_to_its_projects(
     finally:
         _, err = process.stop(signal.SIGTERM)
     assert process.popen.returncode == 0, err
+
+
+@pytest.mark.parametrize("how", ["host, port and password", "unix socket"])
+def test_redis_options_reach_it(counting: CountingUpstream, tmp_path: Path, how: str) -> None:
+    server = RedisServer(tmp_path, "--requirepass", "s3cr3t-pw")
+    server.start()
+    counting.add(CLIENT, "client", "development", ["*"], FLAGS)
+    if how == "unix socket":
+        options = ["--redis-url", f"unix://{server.socket}", "--redis-password", "s3cr3t-pw"]
+    else:
+        options = [
+            "--redis-host",
+            "127.0.0.1",
+            "--redis-port",
+            str(server.port),
+            "--redis-password",
+            "s3cr3t-pw",
+        ]
+    process = edge(counting.url, [CLIENT], *options, "--log-level", "info")
+    try:
+        process.wait_ready()
+    finally:
+        out, err = process.stop(signal.SIGTERM)
+        stored = server.get_json("unleash-features")
+        server.kill()
+    assert process.popen.returncode == 0, err
+    assert {f["name"] for f in stored[0][1]["features"]} == {"alpha", "beta"}
+    assert "s3cr3t-pw" not in out + err
+    assert "cannot be used" not in out
+
+
+def test_a_redis_that_refuses_at_start_costs_one_line(counting: CountingUpstream, tmp_path: Path) -> None:
+    server = RedisServer(tmp_path, "--requirepass", "the-right-one")
+    server.start()
+    counting.add(CLIENT, "client", "development", ["*"], FLAGS)
+    counting.add(FRONTEND, "frontend", "development", ["*"])
+    process = edge(counting.url, [CLIENT], "--redis-url", server.url, "--redis-password", "a-wrong-one")
+    try:
+        process.wait_ready()  # from the upstream
+        for name in ("gamma", "delta"):  # changes: writes that are refused too
+            counting.documents[CLIENT] = features_doc(("alpha", "default", True), (name, "default", True))
+            wait_for(lambda name=name: name in flag_names(process), f"{name} served")
+    finally:
+        out, err = process.stop(signal.SIGTERM)
+        server.kill()
+    assert process.popen.returncode == 0, err
+    assert sum("cannot be used" in line for line in out.splitlines()) == 1, out
+    assert "a-wrong-one" not in out + err
 
 
 @pytest.mark.parametrize(
