@@ -121,6 +121,8 @@ def test_a_restart_while_the_upstream_is_away_is_ready_from_redis(
         ("frontend", "development", "Validated"),
     }
     assert b"secret" not in redis_server.client().get("unleash-tokens")  # digests, never a secret
+    event_ids = redis_server.get_json("unleash-last-event-ids")
+    assert isinstance(event_ids, dict) and isinstance(event_ids["development"], int)
 
     url = counting.url
     counting.stop()
@@ -130,6 +132,8 @@ def test_a_restart_while_the_upstream_is_away_is_ready_from_redis(
         assert flag_names(process) == {"alpha", "beta"}
         assert client_flag_names(process) == {"alpha", "beta"}
         assert process.get("/api/frontend", "*:development.never-seen")[0] == 401  # nobody to ask
+        status, headers, _ = process.get("/api/client/delta", CLIENT)
+        assert status == 200 and int(headers["etag"].strip('W/"')) >= event_ids["development"]
     finally:
         _, err = process.stop(signal.SIGTERM)
     assert process.popen.returncode == 0, err
