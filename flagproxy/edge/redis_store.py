@@ -108,7 +108,7 @@ class RedisPersistence(Persistence):
         event_id = self.saved_event_ids.get(scope[0])
         if ALL_PROJECTS in wanted:
             return document, event_id
-        features = [f for f in document.get("features") or () if f.get("project", "default") in wanted]
+        features = [f for f in _features(document) if f.get("project", "default") in wanted]
         return {**document, "features": features}, event_id
 
     def restore_tokens(self) -> Any:
@@ -135,7 +135,10 @@ class RedisPersistence(Persistence):
             periodic = loop.time() >= due
             if periodic:
                 due = loop.time() + PERSIST_SECONDS
-            await self._write(again=periodic)
+            try:
+                await self._write(again=periodic)
+            except Exception as exc:  # a bug here must not end the writes for good
+                self.logger.error(f"Writing to Redis failed unexpectedly: {exc!r}")
             await asyncio.sleep(WRITE_SPACING_SECONDS)
 
     async def persist(self) -> None:
@@ -185,15 +188,11 @@ class RedisPersistence(Persistence):
             synced = {p for projects, _ in feeds for p in projects}
             base = merged.get(environment) or {"version": 2, "features": []}
             held = _projects(base) or set()
-            features = {
-                f["name"]: f
-                for f in base.get("features") or ()
-                if isinstance(f, dict) and f.get("project", "default") not in synced
-            }
-            segments = {s.get("id"): s for s in base.get("segments") or () if isinstance(s, dict)}
+            features = {f["name"]: f for f in _features(base) if f.get("project", "default") not in synced}
+            segments = {s.get("id"): s for s in _segments(base)}
             for _, document in feeds:
-                features.update((f["name"], f) for f in document.get("features") or ())
-                segments.update((s.get("id"), s) for s in document.get("segments") or ())
+                features.update((f["name"], f) for f in _features(document))
+                segments.update((s.get("id"), s) for s in _segments(document))
             held = {ALL_PROJECTS} if ALL_PROJECTS in held else held | synced
             merged[environment] = {
                 **feeds[0][1],
@@ -218,6 +217,21 @@ class RedisPersistence(Persistence):
     async def close(self) -> None:
         for client in (self.reader, self.writer):
             await client.aclose()
+
+
+def _features(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """The document's flags that have a name (a document Redis held may hold anything)."""
+    listed = document.get("features")
+    return (
+        [f for f in listed if isinstance(f, dict) and isinstance(f.get("name"), str)]
+        if isinstance(listed, list)
+        else []
+    )
+
+
+def _segments(document: dict[str, Any]) -> list[dict[str, Any]]:
+    listed = document.get("segments")
+    return [s for s in listed if isinstance(s, dict)] if isinstance(listed, list) else []
 
 
 def _projects(document: dict[str, Any]) -> set[str] | None:

@@ -139,6 +139,36 @@ def test_a_restart_while_the_upstream_is_away_is_ready_from_redis(
     assert process.popen.returncode == 0, err
 
 
+def test_feeds_of_one_environment_share_its_document(
+    counting: CountingUpstream, redis_server: RedisServer
+) -> None:
+    """Two client tokens of one environment, each of one project: two feeds, one `development` document in
+    Redis holding both projects; after a restart with the upstream away each token sees its own project."""
+    first, second = "default:development.redis-first", "other:development.redis-second"
+    counting.add(first, "client", "development", ["default"], features_doc(("alpha", "default", True)))
+    counting.add(second, "client", "development", ["other"], features_doc(("beta", "other", True)))
+    process = edge(counting.url, [first, second], "--redis-url", redis_server.url)
+    process.wait_ready()
+    _, err = process.stop(signal.SIGTERM)
+    assert process.popen.returncode == 0, err
+    features = redis_server.get_json("unleash-features")
+    assert [pair[0] for pair in features] == ["development"]
+    assert {f["name"] for f in features[0][1]["features"]} == {"alpha", "beta"}
+    assert features[0][1]["query"]["project"] == ["default", "other"]
+
+    url = counting.url
+    counting.stop()
+    process = edge(url, [first, second], "--redis-url", redis_server.url)
+    try:
+        process.wait_ready()
+        for token, name in ((first, "alpha"), (second, "beta")):
+            status, _, body = process.get("/api/client/features", token)
+            assert status == 200 and {f["name"] for f in orjson.loads(body)["features"]} == {name}
+    finally:
+        _, err = process.stop(signal.SIGTERM)
+    assert process.popen.returncode == 0, err
+
+
 def test_sigterm_writes_to_redis_before_exit(counting: CountingUpstream, redis_server: RedisServer) -> None:
     counting.add(CLIENT, "client", "development", ["*"], FLAGS)
     process = edge(counting.url, [CLIENT], "--redis-url", redis_server.url)
