@@ -2,7 +2,9 @@
 loopback port with nothing saved to disk, never the machine's own Redis), real edge processes and the
 counting stub upstream (tests/edge/harness.py): a restart while the upstream is away is ready from Redis
 and serves the tokens and flags it knew, with one worker or two; SIGTERM writes before exit 0; Redis going
-away while the edge runs costs one log line; Edge's own entries are read; S3 and cluster mode are refused.
+away while the edge runs costs one log line; Edge's own entries are read; two feeds share their
+environment's document; a password, a unix socket and TLS reach it, a wrong password costs one line; S3
+and cluster mode are refused.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import orjson
 import pytest
 import redis
 
+from tests.edge.certificates import TestCA
 from tests.edge.harness import CountingUpstream, edge, features_doc
 from tests.http.loopback import free_port
 
@@ -29,12 +32,18 @@ FLAGS = features_doc(("alpha", "default", True), ("beta", "other", True))
 class RedisServer:
     """A `redis-server` of this test's own: no RDB, no AOF, loopback only."""
 
-    def __init__(self, folder: Path, *extra: str) -> None:
+    def __init__(self, folder: Path, *extra: str, ca: TestCA | None = None) -> None:
         self.folder = folder
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}"
         self.socket = folder / "redis.sock"
         self.extra = extra  # more redis-server options (a password)
+        self.ca = ca  # with a test CA: TLS only, with a certificate it signed
+        if ca is not None:
+            cert, key = ca.issue("redis")
+            self.extra = (*extra, "--port", "0", "--tls-port", str(self.port), "--tls-cert-file", str(cert),
+                          "--tls-key-file", str(key), "--tls-ca-cert-file", str(ca.ca_file),
+                          "--tls-auth-clients", "no")  # fmt: skip
         self.password = extra[extra.index("--requirepass") + 1] if "--requirepass" in extra else None
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -58,7 +67,8 @@ class RedisServer:
                 time.sleep(0.05)
 
     def client(self) -> redis.Redis:
-        return redis.Redis(host="127.0.0.1", port=self.port, password=self.password, socket_timeout=5)
+        tls = {"ssl": True, "ssl_ca_certs": str(self.ca.ca_file)} if self.ca is not None else {}
+        return redis.Redis(host="127.0.0.1", port=self.port, password=self.password, socket_timeout=5, **tls)
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -169,9 +179,12 @@ def test_feeds_of_one_environment_share_its_document(
     assert process.popen.returncode == 0, err
 
 
-def test_sigterm_writes_to_redis_before_exit(counting: CountingUpstream, redis_server: RedisServer) -> None:
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sigterm_writes_to_redis_before_exit(
+    counting: CountingUpstream, redis_server: RedisServer, workers: int
+) -> None:
     counting.add(CLIENT, "client", "development", ["*"], FLAGS)
-    process = edge(counting.url, [CLIENT], "--redis-url", redis_server.url)
+    process = edge(counting.url, [CLIENT], "--redis-url", redis_server.url, "--workers", str(workers))
     process.wait_ready()
     wait_for(lambda: redis_server.client().exists("unleash-features"), "the first write after a change")
     redis_server.client().flushall()  # nothing changes after this: only the stop's write puts them back
@@ -265,6 +278,28 @@ def test_redis_options_reach_it(counting: CountingUpstream, tmp_path: Path, how:
     assert {f["name"] for f in stored[0][1]["features"]} == {"alpha", "beta"}
     assert "s3cr3t-pw" not in out + err
     assert "cannot be used" not in out
+
+
+@pytest.mark.parametrize("how", [["--redis-secure"], ["--redis-scheme", "tls"]])
+def test_redis_over_tls(counting: CountingUpstream, tmp_path: Path, how: list[str]) -> None:
+    """--redis-secure (or --redis-scheme tls) speaks TLS to a redis-server that speaks nothing else; its
+    certificate is checked against the CAs OpenSSL is told of (SSL_CERT_FILE here: the test CA)."""
+    ca = TestCA(tmp_path / "ca")
+    server = RedisServer(tmp_path, ca=ca)
+    server.start()
+    counting.add(CLIENT, "client", "development", ["*"], FLAGS)
+    options = ["--redis-url", server.url] if how == ["--redis-secure"] else ["--redis-host", "127.0.0.1"]
+    options += ["--redis-port", str(server.port), *how]
+    process = edge(counting.url, [CLIENT], *options, env={"SSL_CERT_FILE": str(ca.ca_file)})
+    try:
+        process.wait_ready()
+    finally:
+        out, err = process.stop(signal.SIGTERM)
+        stored = server.get_json("unleash-features")
+        server.kill()
+    assert process.popen.returncode == 0, err
+    assert "cannot be used" not in out, out
+    assert {f["name"] for f in stored[0][1]["features"]} == {"alpha", "beta"}
 
 
 def test_a_redis_that_refuses_at_start_costs_one_line(counting: CountingUpstream, tmp_path: Path) -> None:
