@@ -59,7 +59,7 @@ def catch_up(
     if since is not None and log is not None and resumes(since, log.floor, log.last):
         wires, upto = scoped(log.events, reader, since)
         return (wire.document(wires), upto) if wires else (None, since)
-    return wire.document([served.hydration(reader)]), served.event_id
+    return served.hydration(reader), served.event_id
 
 
 def delta(edge: EdgeApp) -> Handler:

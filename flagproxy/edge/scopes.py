@@ -101,8 +101,9 @@ class ServedScope:
         return hit
 
     def hydration(self, reader: Reader) -> bytes:
-        """A delta `hydration` event of the installed revision for `reader`: its flags (already cut to the
-        token's projects; the request's `project` and `namePrefix`) and every segment."""
+        """The delta document of one `hydration` event of the installed revision for `reader`: its flags
+        (already cut to the token's projects; the request's `project` and `namePrefix`) and every segment.
+        Kept per revision and filter, so every stream and poll of one reader shares one copy."""
         key = (self.event_id, reader.projects, reader.name_prefix)
         hit = self.hydrations.get(key)
         if hit is None:
@@ -113,7 +114,8 @@ class ServedScope:
                 for f in document.get("features", ())
                 if in_scope(reader, str(f.get("project") or DEFAULT_PROJECT), str(f.get("name")), NO_TAGS)
             ]
-            hit = self.hydrations[key] = wire.hydration(self.event_id, features, document.get("segments", []))
+            event = wire.hydration(self.event_id, features, document.get("segments", []))
+            hit = self.hydrations[key] = wire.document([event])
             while len(self.hydrations) > PREFIX_CACHE:
                 self.hydrations.popitem(last=False)
         return hit

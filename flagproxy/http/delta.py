@@ -287,6 +287,7 @@ async def stream_changes(
         await response.send(sse("unleash-connected", EMPTY))
     else:
         await response.send(sse("unleash-connected", body, position))
+        body = None  # an idle stream must not hold its hydration (tens of kB) for its whole life
     count()
     while True:
         if not await subscriber.wait(KEEP_ALIVE_SECONDS):
