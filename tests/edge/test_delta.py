@@ -17,7 +17,7 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.edge.harness import EdgeProcess, edge
+from tests.edge.harness import CountingUpstream, EdgeProcess, edge, features_doc
 from tests.http.processes import ask_worker
 from tests.server.harness import (
     CLIENT_TOKEN,
@@ -370,3 +370,28 @@ def test_a_stream_reads_its_token_from_the_edge_auth_header(
         ("feature-updated", name)
     ]
     stream.close()
+
+
+def test_a_flag_moved_to_another_project_leaves_its_old_projects_readers(counting: CountingUpstream) -> None:
+    """The upstream's document moves a flag to another project: it is updated for a token of every
+    project and removed, with the project it left, for a token of that project."""
+    every = counting.add(
+        "*:development.delta-every", "client", "development", ["*"],
+        features_doc(("moving", "default", True), ("staying", "default", True)),
+    )  # fmt: skip
+    default = counting.add("default:development.delta-default", "client", "development", ["default"])
+    process = edge(counting.url, [every])
+    try:
+        process.wait_ready()
+        _, every_etag, body = delta(process, every)
+        assert hydrated_names(body) == {"moving", "staying"}
+        _, default_etag, body = delta(process, default)
+        assert hydrated_names(body) == {"moving", "staying"}
+        counting.documents[every] = features_doc(("moving", "other", True), ("staying", "default", True))
+        _, events = next_delta(process, every_etag, every)
+        assert kinds(events) == [("feature-updated", "moving")] and events[0]["feature"]["project"] == "other"
+        _, events = next_delta(process, default_etag, default)
+        removed = {"eventId": events[0]["eventId"], "type": "feature-removed", "featureName": "moving"}
+        assert events == [{**removed, "project": "default"}]
+    finally:
+        process.stop()
