@@ -132,14 +132,22 @@ def test_python_sdk_streaming_sees_every_change_through_edge_in_order(
         follower.stop()
 
 
-def test_node_sdk_streams_from_an_edge_chained_below_an_edge(server: ServerProcess, tmp_path: Path) -> None:
+@pytest.mark.parametrize("upstream", ["polling", "streaming"])
+def test_node_sdk_streams_from_an_edge_chained_below_an_edge(
+    server: ServerProcess, upstream: str, tmp_path: Path
+) -> None:
+    """The bottom edge reads the top one by polling its features, or with --streaming by its stream."""
     top = edge(server.url, [CLIENT_TOKEN])
     started: list[Callable[[], object]] = [top.stop]
     try:
         top.wait_ready()
-        bottom = RestartableEdge(f"http://127.0.0.1:{top.port}")
+        extra = ("--streaming",) if upstream == "streaming" else ()
+        bottom = RestartableEdge(f"http://127.0.0.1:{top.port}", *extra)
         started.append(bottom.stop)
         node_follows(bottom, server, {"type": "streaming"}, tmp_path / "node.log")
+        # With --streaming the bottom edge holds one stream open on the top one (it did not fall back to
+        # polling); polling, none (the SDK streams from the bottom edge only).
+        assert stream_series(top)[0] == (1 if upstream == "streaming" else 0)
     finally:
         for stop in reversed(started):
             stop()
