@@ -195,6 +195,8 @@ class RequestSeries:
         self.directory: str | None = None
         self.flushing: asyncio.Task[None] | None = None
         self._routes: dict[str, RouteSeries] = {}
+        # Called first at every flush: a product copies figures it keeps elsewhere into its cells.
+        self.before_flush: list[Callable[[], None]] = []
 
     # ---- the hot path ---------------------------------------------------------------------------------
 
@@ -263,6 +265,8 @@ class RequestSeries:
                 self.trouble.succeeded()
 
     def flush(self) -> None:
+        for gather in self.before_flush:
+            gather()
         for series in self._routes.values():
             series.fold()
         for file in (self.counters, self.histograms, self.gauges):

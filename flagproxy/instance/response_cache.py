@@ -59,7 +59,7 @@ class ResponseCache:
     """Answers of one worker; `get` and `put` take the snapshot they are for. A key is a tuple whose
     str and bytes members are the request's input (their lengths count towards the bound)."""
 
-    __slots__ = ("_bodies", "_bytes", "_entries", "_seen", "_seen_count", "_snapshot", "max_bytes")
+    __slots__ = ("_bodies", "_bytes", "_entries", "_seen", "_seen_count", "_snapshot", "hits", "max_bytes")
 
     def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.max_bytes = max_bytes
@@ -69,6 +69,7 @@ class ResponseCache:
         self._bytes = 0
         self._seen = bytearray(_SEEN_BITS // 8)
         self._seen_count = 0
+        self.hits = 0  # answers sent from here, counted by the route that sends them (a refused key is none)
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -47,11 +47,11 @@ from flagproxy.instance.follower import Follower
 from flagproxy.instance.leader import Instance, stop_sync
 from flagproxy.instance.response_cache import ResponseCache
 from flagproxy.instance.store import ServedSnapshot, SnapshotStore
-from flagproxy.proxy.auth import KeyRing
+from flagproxy.proxy.auth import KeyRing, accepts_either
 from flagproxy.proxy.docs_page import build_docs_page
 from flagproxy.proxy.enrichers import EnricherError, enrich
 from flagproxy.proxy.openapi import build_openapi
-from flagproxy.proxy.series import FlagUsageSeries, scrape
+from flagproxy.proxy.series import FlagUsageSeries, ResponseCacheSeries, scrape
 from flagproxy.proxy.settings import ProxySettings
 from flagproxy.proxy.status_page import page_body, status_document
 from flagproxy.proxy.sync import build_sync
@@ -134,6 +134,7 @@ class _ProxyApp:
         # Requests by route and status, durations (flagproxy/http/series.py): each handler wrapped once.
         self.series = RequestSeries(s.enable_prometheus, self.logger)
         self.flag_usage = FlagUsageSeries(self.series)
+        ResponseCacheSeries(self.series, self.response_cache)
         self._add_routes()
         fallback = self.series.observe("fallback", self._fallback, label=preflight_or_fallback)
         app.error_handler.add(NotFound, fallback)
@@ -327,6 +328,7 @@ class _ProxyApp:
             if not client_keys.accepts(request.headers.get(key_header)):
                 return self._unauthorized(request)
             if hit is not None:
+                cache.hits += 1  # type: ignore[union-attr]  # a hit comes from a cache
                 if hit.outcomes is not None:
                     collector.counts.count_outcomes(hit.outcomes)
                 return answer(request, hit.body, hit.etag, conditional)
@@ -367,10 +369,7 @@ class _ProxyApp:
 
     def _accepts_any_key(self, request: Request) -> bool:
         presented = request.headers.get(self.settings.client_keys_header_name)
-        # Both checks always run, so timing does not tell which kind of key was presented.
-        client = self.client_keys.accepts(presented)
-        server = self.server_keys.accepts(presented)
-        return client or server
+        return accepts_either(presented, self.client_keys, self.server_keys)
 
     async def _client_metrics(self, request: Request) -> HTTPResponse:
         if not self.store.ready and not self._catch_up():

@@ -24,3 +24,11 @@ class KeyRing:
             # No early exit: the time taken does not say which key, or how much of one, matched.
             found |= hmac.compare_digest(key, candidate)
         return found
+
+
+def accepts_either(presented: str | None, first: KeyRing, second: KeyRing) -> bool:
+    """Whether either ring holds the key. Both are always compared, so the time taken does not say which
+    kind of key (a client key or a server-side SDK token) was presented."""
+    in_first = first.accepts(presented)
+    in_second = second.accepts(presented)
+    return in_first or in_second

@@ -1,8 +1,9 @@
 """The proxy's own Prometheus series (ENABLE_PROMETHEUS, docs/proxy.md), beside the request series every
 product counts (flagproxy/http/series.py): the Node proxy's three series first, in its own text (integer
 milliseconds, `unleash_proxy_up` a counter without `_total`; with ENABLE_PROMETHEUS=false they are all
-that is served), per-flag usage at each hand-off, what the scraping worker's store holds, and the sync's
-series (upstream fetches and errors, usage batches) with what the status page says of the upstream.
+that is served), per-flag usage at each hand-off, the response cache's hits, what the scraping worker's
+store holds, and the sync's series (upstream fetches and errors, usage batches) with what the status page
+says of the upstream.
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ UPSTREAM_FETCHES = ("flagproxy_upstream_fetches", "Upstream feature fetches, by 
 REFUSED_DOCUMENTS = (
     "flagproxy_refused_documents",
     "Features documents refused whole (upstream, backup, bootstrap), by reason.",
+)
+CACHE_HITS = (
+    "flagproxy_response_cache_hits",
+    "Toggle answers sent from a worker's response cache, without evaluating.",
 )
 METRICS_BATCHES = ("flagproxy_metrics_batches", "Usage metrics batches posted upstream, by result.")
 LAST_SUCCESS = (
@@ -75,6 +80,22 @@ class FlagUsageSeries:
                             USAGE, USAGE[0] + "_total", labels
                         )
                     cell.value += n
+
+
+class ResponseCacheSeries:
+    """`flagproxy_response_cache_hits_total`: the toggle routes add each answer they send from the cache to
+    its `hits` (one integer add, no cell lookup on the hot path); each flush copies the count into the
+    worker's cell. A worker without a cache (RESPONSE_CACHE_MB=0, custom enrichers) says 0, so the series
+    is always there."""
+
+    def __init__(self, series: RequestSeries, cache: Any) -> None:
+        self.cache = cache
+        self.hits = series.counters.cell(CACHE_HITS, CACHE_HITS[0] + "_total", {})
+        if cache is not None:
+            series.before_flush.append(self.gather)
+
+    def gather(self) -> None:
+        self.hits.value = float(self.cache.hits)
 
 
 def scrape(series: RequestSeries, store: Any) -> bytes:

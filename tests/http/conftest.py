@@ -3,9 +3,11 @@
 A proxy under test is a real `flagproxy proxy` process configured through its environment
 (processes.ProxyUnderTest): `proxy` and `shared_proxy(**options)` are one process per configuration for the
 whole session, against one read-only stub upstream serving the sample features (for tests that neither
-change the upstream nor read what it received); `proxy_factory(**options)` starts one for the test, against
-the test's own `upstream` stub. `app_factory` serves the app inside the test process, only for tests that
-hand it objects (a logger, a storage provider, strategies) or read its internals.
+change the upstream nor read what it received); `proxy_serving(document, **options)` is the same for a
+document of the test's own (one stub and one process per document and configuration);
+`proxy_factory(**options)` starts one for the test, against the test's own `upstream` stub. Options an
+operator cannot give a process (a logger or storage object) are tested through a program that embeds the
+app (`embedded`, embedded.py).
 """
 
 from __future__ import annotations
@@ -17,10 +19,8 @@ from typing import Any
 
 import pytest
 
-from flagproxy.proxy.settings import ProxySettings
-from flagproxy.sync.backup import FileStorageProvider
-from tests.http.loopback import KEY, SAMPLE, LoopThread, RunningProxy, StubUpstream
-from tests.http.processes import Process, ProxyUnderTest, process_env
+from tests.http.loopback import KEY, SAMPLE, LoopThread, StubUpstream
+from tests.http.processes import EmbeddedProxy, Process, ProxyUnderTest, process_env
 
 
 @pytest.fixture(scope="session")
@@ -59,18 +59,24 @@ def proxy_factory(
     """Start a real proxy process against the test's `upstream`; `wait=False` waits only until it listens."""
     started: list[ProxyUnderTest] = []
 
-    def start(*, wait: bool = True, **options: Any) -> ProxyUnderTest:
-        process = ProxyUnderTest({"service_url": upstream.url, **DEFAULTS, **options}, upstream, base_env)
-        started.append(process)
-        if wait:
-            process.wait_ready()
-        else:
-            process.wait_listening()
-        return process
+    def start(*, wait: bool = True, env: dict[str, str] | None = None, **options: Any) -> ProxyUnderTest:
+        """`env`: variables that are no option of the proxy's (NO_PROXY)."""
+        configuration = {"service_url": upstream.url, **DEFAULTS, **options}
+        started.append(ProxyUnderTest(configuration, upstream, {**base_env, **(env or {})}))
+        return _waited(started[-1], wait)
 
     yield start
     for process in started:
         process.stop()
+
+
+def _waited(process: ProxyUnderTest, wait: bool) -> Any:
+    """Until ready (`wait`), or only until it listens."""
+    if wait:
+        process.wait_ready()
+    else:
+        process.wait_listening()
+    return process
 
 
 @pytest.fixture(scope="session")
@@ -102,34 +108,34 @@ def shared_proxy(
         process.stop()
 
 
+@pytest.fixture(scope="session")
+def proxy_serving(
+    loop_thread: LoopThread, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[..., ProxyUnderTest]]:
+    """`proxy_serving(document, **options)`: one real proxy process per features document and configuration
+    for the whole session, each against a stub of its own serving that document. Neither may be changed:
+    a test that changes the upstream, or reads what it received, starts its own (proxy_factory)."""
+    running: dict[str, tuple[StubUpstream, ProxyUnderTest]] = {}
+
+    def get(document: dict[str, Any], **options: Any) -> ProxyUnderTest:
+        key = json.dumps([document, options], sort_keys=True)
+        if key not in running:
+            stub = StubUpstream(loop_thread, json.loads(json.dumps(document)))
+            env = process_env(tmp_path_factory.mktemp("proxy-serving"))
+            process = ProxyUnderTest({"service_url": stub.url, **DEFAULTS, **options}, stub, env)
+            running[key] = (stub, process)
+            process.wait_ready()
+        return running[key][1]
+
+    yield get
+    for stub, process in running.values():
+        process.stop()
+        stub.stop()
+
+
 @pytest.fixture
 def proxy(shared_proxy: Callable[..., ProxyUnderTest]) -> ProxyUnderTest:
     return shared_proxy()
-
-
-@pytest.fixture
-def app_factory(
-    loop_thread: LoopThread, upstream: StubUpstream, tmp_path: Path
-) -> Iterator[Callable[..., RunningProxy]]:
-    """Serve the proxy app inside the test process, against `upstream`: only for tests that hand it
-    objects (a logger, a storage provider, strategies) or read its internals (its store, its app)."""
-    started: list[RunningProxy] = []
-
-    def start(*, wait: bool = True, **options: Any) -> RunningProxy:
-        options.setdefault("service_url", upstream.url)
-        for key, value in DEFAULTS.items():
-            options.setdefault(key, value)
-        options.setdefault("storage_provider", FileStorageProvider(str(tmp_path)))
-        settings = ProxySettings.load(options, env={})
-        proxy = RunningProxy(loop_thread, settings, upstream)
-        started.append(proxy)
-        if wait:
-            proxy.wait_ready()
-        return proxy
-
-    yield start
-    for proxy in started:
-        proxy.stop()
 
 
 @pytest.fixture
@@ -142,6 +148,33 @@ def launch(base_env) -> Iterator:
         process = Process(args or [], {**base_env, **env}, command)
         started.append(process)
         return process
+
+    yield start
+    for process in started:
+        process.stop()
+
+
+@pytest.fixture
+def embedded(upstream: StubUpstream, base_env: dict[str, str]) -> Iterator[Callable[..., EmbeddedProxy]]:
+    """`embedded(keywords, logger=..., storage=..., env=..., wait=True, **options)`: a program that embeds
+    the proxy (tests/http/embedded.py), for the options that are objects. Without `keywords` it is given
+    DEFAULTS and `options` against the test's `upstream`; `keywords` are passed as they are."""
+    started: list[EmbeddedProxy] = []
+
+    def start(
+        keywords: dict[str, Any] | None = None,
+        *,
+        logger: str | None = None,
+        storage: str | None = None,
+        env: dict[str, str] | None = None,
+        wait: bool = True,
+        **options: Any,
+    ) -> EmbeddedProxy:
+        if keywords is None:
+            keywords = {"service_url": upstream.url, **DEFAULTS, **options}
+        spec = {"keywords": keywords, "logger": logger, "storage": storage}
+        started.append(EmbeddedProxy(spec, {**base_env, **(env or {})}, upstream))
+        return _waited(started[-1], wait)
 
     yield start
     for process in started:

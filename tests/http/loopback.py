@@ -1,6 +1,6 @@
-"""Real sockets on loopback: a stub upstream (aiohttp.web) and proxies (Sanic), on one background loop.
-
-The fixtures that use these live in conftest.py.
+"""Real sockets on loopback: a stub upstream (aiohttp.web), an HTTPS tunnelling proxy, and the request
+helpers for a proxy under test, on one background loop. The proxies under test are real processes
+(processes.py); the fixtures that start them live in conftest.py.
 
 Tests talk to both with plain blocking `http.client` from the test thread, so what is checked is exactly
 what goes over the wire. Everything started here is stopped at the end of the test that started it.
@@ -26,7 +26,6 @@ from typing import Any
 
 from aiohttp import web
 
-from flagproxy.proxy.app import create_app
 from flagproxy.proxy.settings import ProxySettings
 
 DATA = Path(__file__).parent / "data"
@@ -316,55 +315,3 @@ class ProxyCalls:
         status, _, body = self.get(path, key=KEY, **kwargs)
         assert status == 200, body
         return json.loads(body)["toggles"]
-
-
-class RunningProxy(ProxyCalls):
-    """A proxy app served inside the test process (for tests that hand it objects: a logger, a storage
-    provider, custom strategies, or read its store). tests/http/processes.py's ProxyUnderTest is the real
-    process, configured as an operator does."""
-
-    def __init__(
-        self, loop: LoopThread, settings: ProxySettings | None, upstream: StubUpstream | None, app: Any = None
-    ) -> None:
-        """Serve `create_app(settings)`, or an `app` made by the caller (create_app with keywords)."""
-        self.loop = loop
-        self.app = app if app is not None else create_app(settings)
-        self.settings = self.app.ctx.settings
-        self.upstream = upstream
-        self.port = free_port()
-        # Sanic's touch-up rewrites its protocol class once per process; many apps in one test process
-        # would rewrite it again and fail. Real runs (one app per process) keep it.
-        self.app.config.TOUCHUP = False
-        self.server: Any = None
-        loop.run(self._start())
-
-    async def _start(self) -> None:
-        self.server = await self.app.create_server(
-            host="127.0.0.1", port=self.port, return_asyncio_server=True, access_log=False
-        )
-        await self.server.startup()
-        await self.server.before_start()
-        await self.server.after_start()
-
-    async def _stop(self) -> None:
-        await self.server.before_stop()
-        self.server.close()
-        await self.server.wait_closed()
-        await self.server.after_stop()
-
-    def stop(self) -> None:
-        if self.server is not None:
-            self.loop.run(self._stop())
-            self.server = None
-
-    @property
-    def store(self) -> Any:
-        return self.app.ctx.store
-
-    def wait_ready(self, timeout: float = 5) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.store.ready:
-                return
-            time.sleep(0.01)
-        raise AssertionError("proxy did not become ready")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import json
 import os
 import select
 import signal
@@ -25,6 +26,8 @@ class Process:
         if command is None:
             command = [sys.executable, "-m", "flagproxy", "proxy"]
             env = {**env, "PORT": str(self.port), "PROXY_HOST": "127.0.0.1"}
+        self.printed = {"stdout": "", "stderr": ""}
+        self.stopped: tuple[str, str] | None = None
         self.popen = subprocess.Popen(
             [*command, *args],
             env=env,
@@ -47,30 +50,44 @@ class Process:
         raise AssertionError("the proxy process never became ready")
 
     def read_until(self, text: str, timeout: float = 20) -> str:
-        """What the process printed (both streams) up to and including `text`."""
-        pipes = [self.popen.stdout, self.popen.stderr]
+        """What the process printed (both streams) from here up to and including `text`; `printed` keeps
+        each stream whole."""
+        pipes = {self.popen.stdout: "stdout", self.popen.stderr: "stderr"}
         seen = ""
         deadline = time.monotonic() + timeout
         while text not in seen:
             assert time.monotonic() < deadline, seen
-            readable, _, _ = select.select(pipes, [], [], 0.1)
+            readable, _, _ = select.select(list(pipes), [], [], 0.1)
             for pipe in readable:
-                seen += os.read(pipe.fileno(), 65536).decode(errors="replace")
+                chunk = os.read(pipe.fileno(), 65536).decode(errors="replace")
+                seen += chunk
+                self.printed[pipes[pipe]] += chunk
         return seen
 
     def stop(self, signum: int = signal.SIGINT) -> tuple[str, str]:
+        """Stop it; what it printed that read_until had not read (all of each stream is in `printed`).
+        Stopping it again gives the same answer."""
+        if self.stopped is not None:
+            return self.stopped
         if self.popen.poll() is None:
             self.popen.send_signal(signum)
         try:
-            return self.popen.communicate(timeout=15)
+            out, err = self.popen.communicate(timeout=15)
         except subprocess.TimeoutExpired:
-            return "", "did not stop in time"
+            out, err = "", "did not stop in time"
         finally:
             # Whatever is left of the group (a worker that outlived the main process) goes too.
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.popen.pid, signal.SIGKILL)
             if self.popen.poll() is None:
                 self.popen.wait(5)
+            for pipe in (self.popen.stdout, self.popen.stderr):
+                if pipe is not None:
+                    pipe.close()  # read or not: an open pipe left to the garbage collector is a warning
+        self.printed["stdout"] += out
+        self.printed["stderr"] += err
+        self.stopped = (out, err)
+        return out, err
 
 
 def process_env(tmp: Path) -> dict[str, str]:
@@ -88,7 +105,7 @@ def option_env(options: dict[str, Any]) -> dict[str, str]:
         if value is None:
             continue  # left unset
         names = OPTIONS_BY_KEY[key].env
-        assert names, f"{key} has no environment variable: use the in-process app_factory"
+        assert names, f"{key} has no environment variable: embed it (tests/http/embedded.py)"
         if isinstance(value, bool):
             text = "true" if value else "false"
         elif isinstance(value, (list, tuple)):
@@ -101,15 +118,20 @@ def option_env(options: dict[str, Any]) -> dict[str, str]:
 
 class ProxyUnderTest(Process, ProxyCalls):
     """A real `flagproxy proxy` configured by its environment (`base_env` plus `options`), with the
-    request helpers of tests/http/loopback.py's in-process proxy."""
+    request helpers of tests/http/loopback.py's ProxyCalls."""
+
+    command: list[str] | None = None  # `flagproxy proxy`
 
     def __init__(
         self, options: dict[str, Any], upstream: StubUpstream | None, base_env: dict[str, str]
     ) -> None:
         self.env = {**base_env, **option_env(options)}
         self.settings = ProxySettings.load({}, env=self.env)  # what the process reads: the key header's name
-        super().__init__([], self.env)
         self.upstream = upstream
+        self._start()
+
+    def _start(self) -> None:
+        Process.__init__(self, [], self.env, self.command)
 
     def _again_if_the_port_was_taken(self, wait: Any) -> None:
         """free_port() finds a port free only a moment before the child binds it: when another process took
@@ -120,7 +142,7 @@ class ProxyUnderTest(Process, ProxyCalls):
             except AssertionError as error:
                 if "Address already in use" not in str(error) or attempt == 2:
                     raise
-                super().__init__([], self.env)
+                self._start()
 
     def wait_ready(self, timeout: float = 20, health: str | None = None) -> None:
         path = health or f"{self.settings.proxy_base_path}/proxy/health"
@@ -141,6 +163,25 @@ class ProxyUnderTest(Process, ProxyCalls):
                     time.sleep(0.1)
 
         self._again_if_the_port_was_taken(listening)
+
+
+EMBEDDING = Path(__file__).with_name("embedded.py")
+
+
+class EmbeddedProxy(ProxyUnderTest):
+    """A program that embeds the proxy (tests/http/embedded.py: create_app with `keywords`, a logger or a
+    storage provider object, then Sanic's app.run), in a process of its own with `env` as its environment."""
+
+    def __init__(self, spec: dict[str, Any], env: dict[str, str], upstream: StubUpstream | None) -> None:
+        self.env = dict(env)
+        self.settings = ProxySettings.load(spec.get("keywords", {}), env=self.env)
+        self.command = [sys.executable, str(EMBEDDING), json.dumps(spec)]
+        self.upstream = upstream
+        self._start()
+
+    def _start(self) -> None:
+        self.env["PORT"] = str(free_port())  # the program listens on $PORT; a new one at each start
+        super()._start()
 
 
 def sockets_by_process(port: int, group: int) -> dict[str, dict[int, int]]:

@@ -1,20 +1,28 @@
-"""The per-worker response cache, through a real proxy: it answers repeats, and never with a stale answer.
+"""The per-worker response cache, through a real `flagproxy proxy` process: it answers repeats, and never
+with a stale answer.
 
 Each test pins one way an answer could go stale — a new snapshot, the clock, randomness, the caller's
-address, an enricher — and asks through HTTP what a client would see. `caches()` looks inside the app only
-to prove the cache was in play (a test of staleness passes trivially if nothing is ever cached), so these
-tests serve the app inside the test process (app_factory): the cache has no outside view yet.
+address, an enricher — and asks through HTTP what a client would see. A test of staleness passes trivially
+if nothing is ever cached, so each also reads `flagproxy_response_cache_hits_total` from the process's
+Prometheus endpoint, as an operator would, to prove the cache answered (or, where it must not, that it
+never did). An answer is kept the second time its request arrives, so the third one is the first hit.
+Hits are counted per process since its start: each test reads the change over its own requests, and
+asks with a context of its own (`userId` the test's name) on the processes it shares with others.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
 from tests.http.loopback import KEY
+
+PROMETHEUS = "/proxy/internal-backstage/prometheus"
 
 
 def flag(name: str, strategies: list[dict[str, Any]]) -> dict[str, Any]:
@@ -25,162 +33,189 @@ def payload(*flags: dict[str, Any]) -> dict[str, Any]:
     return {"version": 2, "features": list(flags)}
 
 
-def enabled(proxy, path: str = "/proxy", source: str | None = None) -> set[str]:
-    status, _, body = proxy.post(path, {"context": {"userId": "u1"}}, key=KEY, source=source)
+ON = flag("on", [{"name": "default", "parameters": {}}])
+OFF = {**flag("off", []), "enabled": False}
+COIN = flag("coin", [{"name": "flexibleRollout", "parameters": {"rollout": "50", "stickiness": "random"}}])
+# The documents the session's shared processes serve (tests/http/conftest.py proxy_serving).
+PLAIN = payload(ON, OFF)
+RANDOM = payload(COIN, ON)  # apart: every answer of a document with a random rollout reads randomness
+FROM_2 = payload(flag("from-2", [{"name": "remoteAddress", "parameters": {"IPs": "127.0.0.2"}}]), ON)
+BEHIND_A_PROXY = payload(flag("client", [{"name": "remoteAddress", "parameters": {"IPs": "203.0.113.9"}}]))
+
+
+def enabled(proxy, user: str, path: str = "/proxy", source: str | None = None) -> set[str]:
+    status, _, body = proxy.post(path, {"context": {"userId": user}}, key=KEY, source=source)
     assert status == 200, body
     return {t["name"] for t in json.loads(body)["toggles"] if t["enabled"]}
 
 
-def cached_entries(proxy) -> int:
-    cache = proxy.app.ctx.proxy.response_cache
-    return 0 if cache is None else len(cache)
+def hits(proxy) -> float:
+    """The process's `flagproxy_response_cache_hits_total`, read with prometheus_client's parser."""
+    status, _, body = proxy.get(PROMETHEUS)
+    assert status == 200, body
+    for family in text_string_to_metric_families(body.decode()):
+        for sample in family.samples:
+            if sample.name == "flagproxy_response_cache_hits_total":
+                return sample.value
+    raise AssertionError("no flagproxy_response_cache_hits_total in the scrape")
 
 
-def wait_for(condition, timeout: float = 5.0) -> None:
+def wait_for(condition, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "condition not met in time"
         time.sleep(0.02)
 
 
-def test_a_repeated_request_is_answered_from_the_cache_with_the_same_bytes(upstream, app_factory):
-    upstream.payload = payload(flag("on", [{"name": "default", "parameters": {}}]))
-    proxy = app_factory()
-    first = proxy.post("/proxy", {"context": {"userId": "u1"}}, key=KEY)
-    assert cached_entries(proxy) == 0  # a first sight is not kept: most contexts are never asked again
-    second = proxy.post("/proxy", {"context": {"userId": "u1"}}, key=KEY)
-    assert cached_entries(proxy) == 1
-    third = proxy.post("/proxy", {"context": {"userId": "u1"}}, key=KEY)
+@pytest.fixture
+def plain(proxy_serving):
+    return proxy_serving(PLAIN, enable_all_endpoint=True)
+
+
+def test_a_repeated_request_is_answered_from_the_cache_with_the_same_bytes(plain):
+    before = hits(plain)
+    context = {"context": {"userId": "repeated"}}
+    first = plain.post("/proxy", context, key=KEY)
+    second = plain.post("/proxy", context, key=KEY)  # kept now: a first sight is not (most never return)
+    assert hits(plain) == before
+    third = plain.post("/proxy", context, key=KEY)
+    assert hits(plain) == before + 1
+    assert first[0] == second[0] == third[0] == 200
     assert second[2] == first[2] == third[2] and second[1]["etag"] == first[1]["etag"] == third[1]["etag"]
-    assert cached_entries(proxy) == 1
     # The key check still runs on a cached answer.
-    assert proxy.post("/proxy", {"context": {"userId": "u1"}}, key="wrong")[0] == 401
-    assert proxy.post("/proxy", {"context": {"userId": "u1"}})[0] == 401
+    assert plain.post("/proxy", context, key="wrong")[0] == 401
+    assert plain.post("/proxy", context)[0] == 401
+    assert hits(plain) == before + 1
 
 
-def test_a_cached_get_answers_a_matching_if_none_match_with_304(upstream, app_factory):
-    upstream.payload = payload(flag("on", [{"name": "default", "parameters": {}}]))
-    proxy = app_factory()
-    for _ in range(2):
-        status, headers, _ = proxy.get("/proxy?userId=u1", key=KEY)
-    assert status == 200 and cached_entries(proxy) == 1
-    status, again, body = proxy.get("/proxy?userId=u1", key=KEY, headers={"If-None-Match": headers["etag"]})
+def test_a_cached_get_answers_a_matching_if_none_match_with_304(plain):
+    before = hits(plain)
+    for _ in range(3):
+        status, headers, _ = plain.get("/proxy?userId=conditional", key=KEY)
+        assert status == 200
+    assert hits(plain) == before + 1
+    status, again, body = plain.get(
+        "/proxy?userId=conditional", key=KEY, headers={"If-None-Match": headers["etag"]}
+    )
     assert (status, body, again["etag"]) == (304, b"", headers["etag"])
     assert "content-type" not in again and "vary" not in again
+    assert hits(plain) == before + 2  # the 304 came from the cache too
 
 
-def test_a_new_snapshot_replaces_every_cached_answer(upstream, app_factory):
+def test_a_random_rollout_is_never_cached(proxy_serving):
+    proxy = proxy_serving(RANDOM)
+    before = hits(proxy)
+    seen = set()
+    for _ in range(60):
+        seen.add("coin" in enabled(proxy, "random"))  # the same request every time
+    assert seen == {True, False}
+    assert hits(proxy) == before
+
+
+def test_the_toggle_routes_share_one_cache_and_never_each_others_answers(plain):
+    before = hits(plain)
+    for _ in range(3):  # the third round is answered from the cache
+        enabled_only = plain.get("/proxy?userId=routes", key=KEY)[2]
+        every = plain.get("/proxy/all?userId=routes", key=KEY)[2]
+        posted = plain.post("/proxy/all", {"context": {"userId": "routes"}}, key=KEY)[2]
+        assert [t["name"] for t in json.loads(enabled_only)["toggles"]] == ["on"]
+        assert [t["name"] for t in json.loads(every)["toggles"]] == ["on", "off"]
+        assert json.loads(posted) == json.loads(every)
+    assert hits(plain) == before + 3
+
+
+def test_a_response_cache_of_0_mb_caches_nothing(proxy_serving):
+    proxy = proxy_serving(PLAIN, response_cache_mb=0)
+    for _ in range(4):
+        assert enabled(proxy, "no-cache") == {"on"}
+    assert hits(proxy) == 0
+
+
+def test_an_answer_that_reads_the_callers_address_is_cached_per_address(proxy_serving):
+    proxy = proxy_serving(FROM_2)
+    before = hits(proxy)
+    for _ in range(3):
+        assert enabled(proxy, "address", source="127.0.0.2") == {"from-2", "on"}
+        assert enabled(proxy, "address", source="127.0.0.3") == {"on"}
+    assert hits(proxy) == before + 2  # one answer per address, each kept the second time
+
+
+def test_an_address_behind_a_trusted_proxy_is_part_of_the_key(proxy_serving):
+    proxy = proxy_serving(BEHIND_A_PROXY, trust_proxy=True)
+    before = hits(proxy)
+
+    def as_seen_from(address: str) -> bool:
+        status, _, answer = proxy.post(
+            "/proxy", {"context": {"userId": "forwarded"}}, key=KEY, headers={"X-Forwarded-For": address}
+        )
+        assert status == 200, answer
+        return any(t["name"] == "client" for t in json.loads(answer)["toggles"])
+
+    for _ in range(3):
+        assert as_seen_from("203.0.113.9") is True
+        assert as_seen_from("198.51.100.7") is False
+    assert hits(proxy) == before + 2
+
+
+def test_a_new_snapshot_replaces_every_cached_answer(upstream, proxy_factory):
     upstream.payload = payload(flag("first", [{"name": "default", "parameters": {}}]))
-    proxy = app_factory(refresh_interval=50)
-    assert enabled(proxy) == {"first"} == enabled(proxy)
-    assert cached_entries(proxy) == 1
+    proxy = proxy_factory(refresh_interval=50)
+    assert enabled(proxy, "u1") == {"first"} == enabled(proxy, "u1") == enabled(proxy, "u1")
+    assert hits(proxy) == 1
     upstream.payload = payload(flag("second", [{"name": "default", "parameters": {}}]))
-    wait_for(lambda: enabled(proxy) == {"second"})
+    wait_for(lambda: enabled(proxy, "u1") == {"second"})
 
 
-def test_an_answer_that_read_the_clock_is_not_served_after_its_date(upstream, app_factory):
-    # Enabled only from a moment two seconds ahead; the request has no currentTime, so "now" decides.
-    switch_on = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=2)
+def test_an_answer_that_read_the_clock_is_not_served_after_its_date(upstream, proxy_factory):
+    # Enabled only from a moment a few seconds ahead (the process starts meanwhile); the request has no
+    # currentTime, so "now" decides.
+    switch_on = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=4)
     constraint = {"contextName": "currentTime", "operator": "DATE_AFTER", "value": switch_on.isoformat()}
     strategy = {"name": "default", "parameters": {}, "constraints": [constraint]}
     upstream.payload = payload(flag("timed", [strategy]))
-    proxy = app_factory()
-    assert enabled(proxy) == set()
-    assert enabled(proxy) == set()
-    assert cached_entries(proxy) == 1  # cached, up to the second before switch_on
-    wait_for(lambda: enabled(proxy) == {"timed"})
+    proxy = proxy_factory()
+    assert [enabled(proxy, "u1") for _ in range(3)] == [set(), set(), set()]
+    assert datetime.now(UTC) < switch_on  # else the three answers above proved nothing of the date
+    assert hits(proxy) == 1  # cached, up to the second before switch_on
+    wait_for(lambda: enabled(proxy, "u1") == {"timed"})
     assert datetime.now(UTC) > switch_on
 
 
-def test_a_random_rollout_is_never_cached(upstream, app_factory):
-    parameters = {"rollout": "50", "stickiness": "random", "groupId": "g"}
-    rollout = {"name": "flexibleRollout", "parameters": parameters}
-    upstream.payload = payload(flag("coin", [rollout]))
-    proxy = app_factory()
-    seen = set()
-    for _ in range(60):
-        seen.add("coin" in enabled(proxy))
-    assert seen == {True, False}
-    assert cached_entries(proxy) == 0
-
-
-def test_an_answer_that_reads_the_callers_address_is_cached_per_address(upstream, app_factory):
-    only_2 = {"name": "remoteAddress", "parameters": {"IPs": "127.0.0.2"}}
-    upstream.payload = payload(flag("from-2", [only_2]), flag("on", [{"name": "default", "parameters": {}}]))
-    proxy = app_factory()
-    for _ in range(3):
-        assert enabled(proxy, source="127.0.0.2") == {"from-2", "on"}
-        assert enabled(proxy, source="127.0.0.3") == {"on"}
-    assert cached_entries(proxy) == 2
-
-
-def test_an_address_behind_a_trusted_proxy_is_part_of_the_key(upstream, app_factory):
-    only_client = {"name": "remoteAddress", "parameters": {"IPs": "203.0.113.9"}}
-    upstream.payload = payload(flag("client", [only_client]))
-    proxy = app_factory(trust_proxy=True)
-    body = {"context": {"userId": "u1"}}
-
-    def as_seen_from(address: str) -> bool:
-        _, _, answer = proxy.post("/proxy", body, key=KEY, headers={"X-Forwarded-For": address})
-        return any(t["name"] == "client" for t in json.loads(answer)["toggles"])
-
-    assert as_seen_from("203.0.113.9") is True
-    assert as_seen_from("198.51.100.7") is False
-    assert as_seen_from("203.0.113.9") is True
-
-
-def test_named_toggles_are_counted_for_usage_metrics_on_every_cached_answer(upstream, app_factory):
+def test_named_toggles_are_counted_for_usage_metrics_on_every_cached_answer(upstream, proxy_factory):
     upstream.payload = payload(flag("on", [{"name": "default", "parameters": {}}]))
-    proxy = app_factory(metrics_interval=100)
+    proxy = proxy_factory(metrics_interval=100)
 
     def ask(times: int) -> None:
         for _ in range(times):
             status, _, _ = proxy.post("/proxy", {"toggles": ["on"], "context": {"userId": "u1"}}, key=KEY)
             assert status == 200
 
-    def counted() -> list[int]:
-        return [m["body"]["bucket"]["toggles"]["on"]["yes"] for m in upstream.received("/api/client/metrics")]
+    def counted() -> int:
+        posted = upstream.received("/api/client/metrics")
+        return sum(m["body"]["bucket"]["toggles"]["on"]["yes"] for m in posted)
 
     ask(3)
-    assert cached_entries(proxy) == 1
-    wait_for(lambda: counted() == [3])
-    ask(2)  # after a flush: the counts go into the new bucket
-    wait_for(lambda: counted() == [3, 2])
+    assert hits(proxy) == 1
+    wait_for(lambda: counted() == 3)
+    ask(2)  # both from the cache
+    assert hits(proxy) == 3
+    wait_for(lambda: counted() == 5)
 
 
-def test_with_custom_enrichers_nothing_is_cached(upstream, app_factory):
-    turns = itertools.count()
-
-    def alternate(context: dict[str, Any]) -> dict[str, Any]:  # not a function of the context alone
-        context.setdefault("properties", {})["turn"] = str(next(turns) % 2)
-        return context
-
+def test_with_custom_enrichers_nothing_is_cached(upstream, proxy_factory, tmp_path):
+    # An enricher that is not a function of the context alone: the same request gets another answer.
+    enrichers = tmp_path / "enrichers.py"
+    enrichers.write_text(
+        "import itertools\n"
+        "turns = itertools.count()\n"
+        "def alternate(context):\n"
+        "    context.setdefault('properties', {})['turn'] = str(next(turns) % 2)\n"
+        "    return context\n"
+        "enrichers = [alternate]\n"
+    )
     turn = {"contextName": "turn", "operator": "IN", "values": ["1"]}
     upstream.payload = payload(flag("odd", [{"name": "default", "parameters": {}, "constraints": [turn]}]))
-    proxy = app_factory(exp_custom_enrichers=[alternate])
-    answers = [enabled(proxy) for _ in range(4)]
+    proxy = proxy_factory(exp_custom_enrichers=str(enrichers))
+    answers = [enabled(proxy, "u1") for _ in range(4)]
     assert answers == [set(), {"odd"}, set(), {"odd"}]
-    assert cached_entries(proxy) == 0
-
-
-def test_the_toggle_routes_share_one_cache_and_never_each_others_answers(upstream, app_factory):
-    upstream.payload = payload(
-        flag("on", [{"name": "default", "parameters": {}}]), {**flag("off", []), "enabled": False}
-    )
-    proxy = app_factory(enable_all_endpoint=True)
-    for _ in range(2):  # the second round is answered from the cache
-        enabled_only = proxy.get("/proxy?userId=u1", key=KEY)[2]
-        every = proxy.get("/proxy/all?userId=u1", key=KEY)[2]
-        posted = proxy.post("/proxy/all", {"context": {"userId": "u1"}}, key=KEY)[2]
-        assert [t["name"] for t in json.loads(enabled_only)["toggles"]] == ["on"]
-        assert [t["name"] for t in json.loads(every)["toggles"]] == ["on", "off"]
-        assert json.loads(posted) == json.loads(every)
-    assert cached_entries(proxy) == 3
-
-
-def test_a_response_cache_of_0_mb_caches_nothing(upstream, app_factory):
-    upstream.payload = payload(flag("on", [{"name": "default", "parameters": {}}]))
-    proxy = app_factory(response_cache_mb=0)
-    assert enabled(proxy) == {"on"}
-    assert enabled(proxy) == {"on"}
-    assert cached_entries(proxy) == 0
+    assert hits(proxy) == 0

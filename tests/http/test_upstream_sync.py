@@ -8,25 +8,11 @@ import shutil
 import ssl
 import subprocess
 import time
-from typing import Any
 
 import pytest
 
 from tests.etags import assert_node_body
 from tests.http.loopback import KEY, SAMPLE, ConnectProxy, StubUpstream
-
-
-class RecordingLogger:
-    def __init__(self) -> None:
-        self.lines: list[tuple[str, str]] = []
-
-    def __getattr__(self, level: str):
-        if level not in ("debug", "info", "warn", "error", "fatal"):
-            raise AttributeError(level)
-        return lambda message, *args: self.lines.append((level, message))
-
-    def said(self, level: str, fragment: str) -> bool:
-        return any(lvl == level and fragment in msg for lvl, msg in self.lines)
 
 
 def wait_until(check, timeout: float = 5) -> None:
@@ -204,26 +190,20 @@ def test_a_restart_is_ready_from_the_backup_while_the_upstream_is_down(proxy_fac
     assert second.get("/proxy?userId=u1&sessionId=s1", key=KEY)[1]["etag"] == expected
 
 
-def test_a_custom_storage_provider(app_factory, upstream):
-    class Memory:
-        def __init__(self) -> None:
-            self.saved: dict[str, Any] = {}
-
-        async def get(self, key):
-            return self.saved.get(key)
-
-        async def set(self, key, payload):
-            self.saved[key] = payload
-
-    storage = Memory()
-    app_factory(storage_provider=storage, service_app_name="app/x")
-    assert storage.saved["app/x"]["features"] == SAMPLE["features"]
+def test_a_custom_storage_provider(embedded, upstream, tmp_path):
+    # A keyword-only option (an object): a program that embeds the proxy hands it one that writes each
+    # payload it is given to a file (tests/http/embedded.py FileStorage).
+    saved = tmp_path / "saved.json"
+    embedded(storage=str(saved), service_app_name="app/x")
+    wait_until(saved.exists)
+    record = json.loads(saved.read_text())
+    assert record["key"] == "app/x" and record["payload"]["features"] == SAMPLE["features"]
 
 
-def test_bootstrap_makes_the_proxy_ready_before_the_upstream(app_factory, upstream):
+def test_bootstrap_makes_the_proxy_ready_before_the_upstream(proxy_factory, upstream):
     upstream.features_status = 503
     upstream.bootstrap_payload = SAMPLE
-    proxy = app_factory(
+    proxy = proxy_factory(
         exp_bootstrap_url=f"http://127.0.0.1:{upstream.port}/bootstrap/features.json",
         exp_bootstrap_authorization="boot-token",
     )
@@ -232,9 +212,11 @@ def test_bootstrap_makes_the_proxy_ready_before_the_upstream(app_factory, upstre
     assert_node_body(headers, body, 'W/"876-gEN+QlEcLKfCqM0uTN6Nv+KrNKI"')
     request = upstream.received("/bootstrap/features.json")[0]
     assert request["headers"]["Authorization"] == "boot-token"
-    assert proxy.store.current.source == "bootstrap"
+    # The upstream's first document replaces the bootstrap's once it answers.
+    only = {"name": "from-upstream", "enabled": True, "strategies": [{"name": "default", "parameters": {}}]}
+    upstream.payload = {"version": 2, "features": [only]}
     upstream.features_status = 200
-    wait_until(lambda: proxy.store.current.source == "upstream")
+    wait_until(lambda: [t["name"] for t in proxy.toggles()] == ["from-upstream"])
 
 
 def test_http_proxy_setting_is_honoured(proxy_factory, loop_thread, upstream):
@@ -287,12 +269,10 @@ def test_http_proxy_carries_register_and_metrics_too(proxy_factory, loop_thread,
         forward.stop()
 
 
-def test_no_proxy_bypasses_the_http_proxy(app_factory, upstream):
-    settings_proxy = app_factory(http_proxy="http://127.0.0.1:9", wait=False)
-    assert settings_proxy.app.ctx.sync is not None
-    client = settings_proxy.app.ctx.sync.client
-    assert client.proxy_for("http://flags.example/api") == "http://127.0.0.1:9"
-    assert client.proxy_for("https://flags.example/api") is None
+def test_no_proxy_bypasses_the_http_proxy(proxy_factory, upstream):
+    # HTTP_PROXY names a port where nothing listens: only a request that bypasses it reaches the upstream.
+    proxy_factory(http_proxy="http://127.0.0.1:9", env={"NO_PROXY": "127.0.0.1"})
+    assert upstream.received("/api/client/features")  # ready: straight from the upstream
 
 
 def _self_signed(tmp_path) -> ssl.SSLContext:
@@ -325,72 +305,60 @@ def _self_signed(tmp_path) -> ssl.SSLContext:
     return context
 
 
-def test_reject_unauthorized(app_factory, loop_thread, tmp_path):
+def test_reject_unauthorized(proxy_factory, loop_thread, tmp_path):
     secure = StubUpstream(loop_thread, json.loads(json.dumps(SAMPLE)), ssl_context=_self_signed(tmp_path))
     try:
-        logger = RecordingLogger()
-        strict = app_factory(service_url=secure.url, wait=False, logger=logger, refresh_interval=50)
-        wait_until(lambda: logger.said("warn", "certificate"))
-        assert not strict.store.ready
-        relaxed = app_factory(service_url=secure.url, http_options_reject_unauthorized=False)
-        assert relaxed.store.ready
+        strict = proxy_factory(service_url=secure.url, wait=False, refresh_interval=50)
+        warning = line_with(strict.read_until("certificate"), "certificate")
+        assert warning.startswith("WARN: "), warning
+        assert strict.get("/proxy/health")[0] == 503  # never ready: no document was accepted
+        # rejectUnauthorized=false accepts it; HTTP_PROXY, for http:// URLs only, must not be used for it.
+        relaxed = proxy_factory(
+            service_url=secure.url, http_options_reject_unauthorized=False, http_proxy="http://127.0.0.1:9"
+        )
+        assert relaxed.toggles()
     finally:
         secure.stop()
 
 
-def test_a_custom_logger_object_gets_every_message_and_stdout_none(app_factory, upstream, capsys):
-    logger = RecordingLogger()
+def test_a_custom_logger_object_gets_every_message_and_stdout_none(embedded, upstream):
     # logLevel and useJsonLogger are for the default logger only: a custom one gets everything, as is.
-    proxy = app_factory(logger=logger, log_level="fatal", use_json_logger=True, refresh_interval=50)
-    wait_until(lambda: logger.said("info", "ready to receive traffic"))
+    # A keyword-only option (an object): a program that embeds the proxy hands it one that writes
+    # `LOGGED <level> <message>` lines to stderr (tests/http/embedded.py RecordingLogger).
+    proxy = embedded(logger="recording", log_level="fatal", use_json_logger=True, refresh_interval=50)
+    ready = line_with(proxy.read_until("ready to receive traffic"), "ready to receive traffic")
+    assert ready.startswith("LOGGED info "), ready
     upstream.features_status = 503
-    wait_until(lambda: logger.said("warn", "answered 503"))
+    failed = line_with(proxy.read_until("answered 503"), "answered 503")
+    assert failed.startswith("LOGGED warn "), failed
     proxy.stop()
-    assert capsys.readouterr().out == ""
+    assert proxy.printed["stdout"] == ""
 
 
-def test_a_stdlib_logger_works_as_the_custom_logger(app_factory, upstream, caplog):
-    import logging
+def test_a_stdlib_logger_works_as_the_custom_logger(embedded, upstream):
+    # A logging.Logger whose handler writes `STDLIB <LEVELNAME> <message>` (tests/http/embedded.py).
+    proxy = embedded(logger="stdlib", refresh_interval=50)
+    ready = line_with(proxy.read_until("ready to receive traffic"), "ready to receive traffic")
+    assert ready.startswith("STDLIB INFO "), ready
+    upstream.features_status = 500
+    failed = line_with(proxy.read_until("answered 500"), "answered 500")
+    assert failed.startswith("STDLIB WARNING "), failed
 
-    with caplog.at_level(logging.INFO, logger="my.proxy"):
-        app_factory(logger=logging.getLogger("my.proxy"), refresh_interval=50)
-        upstream.features_status = 500
-        wait_until(lambda: any("answered 500" in r.getMessage() for r in caplog.records))
-    levels = {r.levelname for r in caplog.records if r.name == "my.proxy"}
-    assert {"INFO", "WARNING"} <= levels
 
-
-def test_the_default_logger_honours_log_level_and_json(app_factory, upstream, capsys):
-    proxy = app_factory(log_level="error", use_json_logger=True, refresh_interval=50)
+def test_the_default_logger_honours_log_level_and_json(proxy_factory, upstream):
+    proxy = proxy_factory(log_level="error", use_json_logger=True, refresh_interval=50)
+    polls = len(upstream.received("/api/client/features"))
     upstream.features_status = 500  # a warning: below the level
-    wait_until(lambda: proxy.app.ctx.sync.poller.failures >= 2)
+    upstream.wait_for("/api/client/features", polls + 2)  # two failed polls, said (or not) by now
     upstream.features_status = 401  # an error: shown
-    printed: list[str] = []
-
-    def said_not_allowed() -> bool:
-        printed.extend(capsys.readouterr().out.splitlines())
-        return any("not allowed" in line for line in printed)
-
-    wait_until(said_not_allowed)
+    proxy.read_until("not allowed")
+    proxy.stop()
+    printed = proxy.printed["stdout"].splitlines()
     records = [json.loads(line) for line in printed]  # every line is one JSON object
     assert {r["level"] for r in records} == {"error"}
+    assert any("not allowed" in r["message"] for r in records)
     assert not any("answered 500" in r["message"] or "ready" in r["message"] for r in records)
 
 
-def test_a_worker_without_a_snapshot_installs_a_published_one_when_asked(app_factory, upstream, loop_thread):
-    # A worker watches the instance's publication every 0.1 s; until it has a snapshot it also looks when a
-    # request comes, so it never answers 503 after another worker has said ready (the hour-long campaign
-    # once saw that). Here the watch is stopped, so only the request can find the document.
-    upstream.features_status = 503  # this process's own sync publishes nothing
-    proxy = app_factory(wait=False)
-    proxy_app = proxy.app.ctx.proxy
-
-    async def stop_watching() -> None:
-        proxy_app.following.cancel()
-
-    loop_thread.run(stop_watching())
-    assert proxy.get("/proxy", key=KEY)[0] == 503
-    proxy_app.instance.publication.publish(json.loads(json.dumps(SAMPLE)), "another worker's sync")
-    status, _, body = proxy.get("/proxy", key=KEY)
-    assert status == 200 and json.loads(body)["toggles"], body
-    assert proxy.get("/proxy/health")[0] == 200
+def line_with(printed: str, fragment: str) -> str:
+    return next(line for line in printed.splitlines() if fragment in line)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hmac
 import io
 import json
 import logging
@@ -18,7 +19,7 @@ from flagproxy.http.cors import CorsPolicy
 from flagproxy.http.etag import none_match, weak_etag
 from flagproxy.http.logger import LoggerAdapter, SimpleLogger, make_logger
 from flagproxy.http.trust import TrustProxy, client_address
-from flagproxy.proxy.auth import KeyRing
+from flagproxy.proxy.auth import KeyRing, accepts_either
 from flagproxy.proxy.enrichers import EnricherError, EnricherFileError, enrich, load_enrichers_file
 from flagproxy.proxy.openapi import build_openapi
 from flagproxy.proxy.settings import ProxySettings
@@ -94,6 +95,31 @@ def test_key_ring():
     assert ring.accepts("two") and not ring.accepts("tw") and not ring.accepts("") and not ring.accepts(None)
     assert not ring.accepts("ünïcode")
     assert not KeyRing([])
+
+
+def test_keys_are_compared_in_constant_time(monkeypatch):
+    # A unit test, not an HTTP one: timing cannot be asserted reliably, so what makes it constant is checked
+    # instead, and that needs hmac.compare_digest replaced in the process that compares. Every configured
+    # key is compared on every check, whichever key (if any) matches; tests/http/test_service_routes.py
+    # proves through a real proxy that client keys and server-side SDK tokens are accepted where they belong.
+    compared: list[bytes] = []
+    original = hmac.compare_digest
+
+    def recording(a, b):
+        compared.append(a)
+        return original(a, b)
+
+    monkeypatch.setattr(hmac, "compare_digest", recording)
+    clients, servers = KeyRing(["key-one", "key-two", "key-three"]), KeyRing(["server-token"])
+    for presented, accepted in [("key-one", True), ("key-thr", False), ("nope", False), ("key-three", True)]:
+        compared.clear()
+        assert clients.accepts(presented) is accepted
+        assert sorted(compared) == [b"key-one", b"key-three", b"key-two"], presented
+    for presented, accepted in [("key-one", True), ("server-token", True), ("nope", False)]:
+        compared.clear()
+        assert accepts_either(presented, clients, servers) is accepted
+        # Both kinds, always.
+        assert sorted(compared) == [b"key-one", b"key-three", b"key-two", b"server-token"]
 
 
 @pytest.mark.parametrize(
