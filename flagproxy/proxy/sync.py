@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+from urllib.parse import urlsplit
 
 from flagproxy.instance.leader import Instance, named_instance_directory, stop_sync
 from flagproxy.proxy.settings import ProxySettings
@@ -32,7 +33,7 @@ def build_sync(
     from flagproxy.proxy.series import SyncSeries
     from flagproxy.sync.backup import UpstreamBackup
     from flagproxy.sync.service import SyncService
-    from flagproxy.sync.upstream import UpstreamConfig
+    from flagproxy.sync.upstream import UpstreamConfig, features_url
     from flagproxy.sync.usage import UsageCollector
 
     s = settings
@@ -91,7 +92,9 @@ def build_sync(
         logger=logger,
         storage=s.storage_provider
         if s.storage_provider is not None
-        else UpstreamBackup(s.service_url, s.service_api_token),
+        else UpstreamBackup(
+            s.service_url, s.service_api_token, selection=urlsplit(features_url(config)).query
+        ),
         bootstrap_url=s.exp_bootstrap_url,
         bootstrap_authorization=s.exp_bootstrap_authorization,
         metrics_jitter=s.metrics_jitter,

@@ -53,17 +53,23 @@ class FileStorageProvider:
 
 
 class UpstreamBackup(FileStorageProvider):
-    """`$TMPDIR/flagproxy-backup-<appName>-<owner>.json`: `owner` is a digest of the upstream URL and the
+    """`$TMPDIR/flagproxy-backup-<appName>-<owner>.json`: `owner` is a digest of the upstream URL, the
     token (its scope `<project>:<environment>` when it states one, else the whole token, hashed: never the
-    secret itself). The file holds `{"upstream", "token" (masked), "owner", "features"}`; a file whose
-    upstream or owner is not this proxy's is never read (`rejected` says why, for the log)."""
+    secret itself) and `selection`, the filters' query (project, namePrefix, tags): a proxy that asks for
+    other flags of the same upstream must not start from this one's. The file holds `{"upstream", "token"
+    (masked), "owner", "features"}`; a file whose upstream or owner is not this proxy's is never read
+    (`rejected` says why, for the log)."""
 
-    def __init__(self, upstream_url: str, token: str, directory: str | None = None) -> None:
+    def __init__(
+        self, upstream_url: str, token: str, directory: str | None = None, selection: str = ""
+    ) -> None:
         super().__init__(directory)
         self.upstream_url = upstream_url
         self.token = masked(token)
         scope = self.token if self.token != "****" else hashlib.sha256(token.encode()).hexdigest()
-        self.owner = hashlib.sha256(f"{upstream_url}\n{scope}".encode()).hexdigest()[:16]
+        # Without filters the digest is what it was before they counted: an upgrade keeps its backup.
+        owned_by = f"{upstream_url}\n{scope}" + (f"\n{selection}" if selection else "")
+        self.owner = hashlib.sha256(owned_by.encode()).hexdigest()[:16]
         self.rejected: str | None = None
 
     def path(self, key: str) -> str:
