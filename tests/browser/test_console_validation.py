@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-from flagproxy.server.authoring import SINGLE_VALUE_OPERATORS
-from flagproxy.server.console.flag import OPERATORS
 from tests.server.harness import unique
 
 pytestmark = pytest.mark.slow
@@ -116,6 +114,15 @@ def test_a_regex_that_does_not_compile_is_refused(flag_page):
     assert page.evaluate(BUILD, fill)["error"].startswith("Constraint 1: the pattern is not valid")
 
 
+# Every constraint operator and whether it takes one `value` or a list of `values`, written down here from
+# Unleash (src/lib/util/constants.ts: singleValueOperators are the NUM_, DATE_ and SEMVER_ ones,
+# multipleValueOperators IN, NOT_IN and the STR_ ones) and flagproxy's four more (docs/server.md: SEMVER_GTE
+# and SEMVER_LTE, REGEX take one value, IN_CIDR a list), not read from the server, so that a wrong entry there
+# (the console asking for a list where the API wants one value) fails here.
+SINGLE = ["NUM_EQ", "NUM_GT", "NUM_GTE", "NUM_LT", "NUM_LTE", "DATE_AFTER", "DATE_BEFORE"]
+SINGLE += ["SEMVER_EQ", "SEMVER_GT", "SEMVER_LT", "SEMVER_GTE", "SEMVER_LTE", "REGEX"]
+MULTIPLE = ["IN", "NOT_IN", "STR_ENDS_WITH", "STR_STARTS_WITH", "STR_CONTAINS", "IN_CIDR"]
+OPERATORS = SINGLE + MULTIPLE
 OPTIONS = """() => Array.from(document.querySelector("#constraint-row-template").content
     .querySelectorAll("[data-c=operator] option")).map((option) => option.value)"""
 GOOD = {
@@ -134,13 +141,18 @@ BAD = {
 }
 
 
+def test_the_editor_offers_exactly_these_operators(flag_page):
+    page, _ = flag_page
+    assert sorted(page.evaluate(OPTIONS)) == sorted(OPERATORS)
+
+
 @pytest.mark.parametrize("operator", OPERATORS)
 def test_every_operator_the_api_takes_is_offered_checked_and_accepted(console, flag_page, operator):
     """Each operator of the API's list is in the editor; left empty or given a value of the wrong kind it
     is refused in the page with its row marked; a right value becomes a body the API takes."""
     page, name = flag_page
     assert operator in page.evaluate(OPTIONS)
-    single = operator in SINGLE_VALUE_OPERATORS
+    single = operator in SINGLE
     family = "CIDR" if operator == "IN_CIDR" else operator.split("_")[0]
     key = "value" if single else "values"
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from flagproxy.edge.usage import BATCH_BYTES, MAX_ENTRIES, EdgeUsage
+from flagproxy.edge.usage import EdgeUsage
 from tests.edge.harness import CountingUpstream, EdgeProcess, edge, features_doc
 
 DEV_CLIENT = "*:development.sync-secret"
@@ -85,6 +85,13 @@ def test_usage_goes_upstream_per_environment_with_its_token(
     production = [r for r in counting.received("/api/client/metrics/bulk") if r["token"] == PROD_CLIENT]
     applications = [a for r in production for a in r["body"]["applications"]]
     assert any(a["appName"] == "api" and a["environment"] == "production" for a in applications)
+
+
+# The bounds docs/edge.md states, written down here rather than read from flagproxy/edge/usage.py: a batch's
+# JSON under 95 KiB (Unleash Edge's BATCH_BODY_SIZE, 95 * 1024, under Unleash's 100 kB body limit), and at
+# most 50,000 (environment, app, flag) counts kept.
+BATCH_BYTES = 95 * 1024
+MAX_ENTRIES = 50_000
 
 
 def test_batches_stay_under_95_kb(running: EdgeProcess, counting: CountingUpstream) -> None:
