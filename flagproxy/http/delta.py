@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import orjson
@@ -179,16 +179,20 @@ class Batch:
     upto: int
     source: Any = None  # which log they belong to, for a product with several (edge: one per feed)
     after: int | None = None  # the revision they follow, when known: a reader behind it must catch up
+    # The message each reader scope gets from each position, rendered by the first of its streams to send
+    # it (stream_changes' `share`): ten thousand streams of one token render a change once, not 10,000 times.
+    rendered: dict[tuple[Any, int], tuple[bytes | None, int]] = field(default_factory=dict, compare=False)
 
 
 class Subscriber:
     """One open stream's inbox."""
 
-    __slots__ = ("_ready", "behind", "pending", "stopped")
+    __slots__ = ("_ready", "behind", "keep_alive", "pending", "stopped")
 
     def __init__(self) -> None:
         self.pending: list[Batch] = []
         self.behind = False  # batches were dropped: catch up from the log
+        self.keep_alive = False  # a keep-alive comment is due
         self.stopped = False
         self._ready = asyncio.Event()
 
@@ -208,14 +212,16 @@ class Subscriber:
         self.stopped = True
         self._ready.set()
 
-    async def wait(self, timeout: float) -> bool:
-        """True when there is something to do (batches, a catch-up, a stop); False after `timeout`."""
-        try:
-            await asyncio.wait_for(self._ready.wait(), timeout)
-        except TimeoutError:
-            return False
+    def tick(self) -> None:
+        self.keep_alive = True
+        self._ready.set()
+
+    async def wait(self) -> None:
+        """Until there is something to do: batches, a catch-up, a keep-alive, a stop. No timeout of its
+        own: on Python 3.11 each `wait_for` is one more task and timer per idle stream, woken at every
+        change (Streams ticks every stream when a keep-alive is due)."""
+        await self._ready.wait()
         self._ready.clear()
-        return True
 
     def take(self) -> list[Batch]:
         taken, self.pending = self.pending, []
@@ -226,12 +232,15 @@ class Streams:
     """This process's open streams: at most `max_streams` at once; each new batch offered to all of them.
     Streams hold no copy of the log: every stream gets the same batch objects and picks what it may see,
     and one that falls behind (MAX_PENDING batches unsent) drops them and catches up from the log, so a
-    slow client costs a bounded amount of memory."""
+    slow client costs a bounded amount of memory. One task ticks every stream every KEEP_ALIVE_SECONDS
+    (started with the first stream)."""
 
-    def __init__(self, max_streams: int) -> None:
+    def __init__(self, max_streams: int, keep_alive_seconds: float = KEEP_ALIVE_SECONDS) -> None:
         self.max_streams = max_streams
+        self.keep_alive_seconds = keep_alive_seconds
         self.subscribers: set[Subscriber] = set()
         self.stopping = False
+        self._ticker: asyncio.Task[None] | None = None
 
     def subscribe(self) -> Subscriber | None:
         """A new stream's inbox, or None when this process already serves `max_streams` streams."""
@@ -239,7 +248,15 @@ class Streams:
             return None
         subscriber = Subscriber()
         self.subscribers.add(subscriber)
+        if self._ticker is None:
+            self._ticker = asyncio.get_running_loop().create_task(self._keep_alive(), name="delta-keep-alive")
         return subscriber
+
+    async def _keep_alive(self) -> None:
+        while not self.stopping:
+            await asyncio.sleep(self.keep_alive_seconds)
+            for subscriber in list(self.subscribers):
+                subscriber.tick()
 
     def unsubscribe(self, subscriber: Subscriber) -> None:
         self.subscribers.discard(subscriber)
@@ -256,6 +273,8 @@ class Streams:
     def stop_streams(self) -> None:
         """End every open stream (their handlers finish their responses) and take no more."""
         self.stopping = True
+        if self._ticker is not None:
+            self._ticker.cancel()
         for subscriber in list(self.subscribers):
             subscriber.stop()
 
@@ -274,12 +293,15 @@ async def stream_changes(
     pick: Pick,
     headers: dict[str, str],
     sent: Callable[[], None] | None = None,
+    share: Any = None,
 ) -> None:
     """Serve one stream until the process stops it or the client goes: `unleash-connected` (a hydration,
     or after `Last-Event-ID` what was missed, or nothing), then `unleash-updated` per batch that concerns
-    the reader, a keep-alive comment after KEEP_ALIVE_SECONDS of silence. The caller subscribed before
-    calling, so nothing that arrives after the first read is missed. `sent` is called per message sent
-    (`unleash-connected`, `unleash-updated`)."""
+    the reader, a keep-alive comment every KEEP_ALIVE_SECONDS. The caller subscribed before calling, so
+    nothing that arrives after the first read is missed. `sent` is called per message sent
+    (`unleash-connected`, `unleash-updated`). `share`: a hashable key of the reader's scope when `pick`
+    depends on nothing else (and has no effect): streams of one scope at one position then share the
+    batch's message, rendered once."""
     count = sent or (lambda: None)
     body, position = catch_up(event_id(request.headers.get("last-event-id")))
     response = await request.respond(headers={**STREAM_HEADERS, **headers}, content_type="text/event-stream")
@@ -290,20 +312,21 @@ async def stream_changes(
         body = None  # an idle stream must not hold its hydration (tens of kB) for its whole life
     count()
     while True:
-        if not await subscriber.wait(KEEP_ALIVE_SECONDS):
-            await response.send(KEEP_ALIVE)
-            continue
+        await subscriber.wait()
         if subscriber.stopped:
             break
+        if subscriber.keep_alive:
+            subscriber.keep_alive = False
+            await response.send(KEEP_ALIVE)
         behind, subscriber.behind = subscriber.behind, False
         for batch in [] if behind else subscriber.take():
-            picked = pick(batch, position)
-            if picked is None:
+            message = message_for(batch, position, pick, share)
+            if message is None:
                 behind = True
                 break
-            wires, last, position = picked
-            if wires:
-                await response.send(sse("unleash-updated", document(wires), last))
+            update, position = message
+            if update is not None:
+                await response.send(update)
                 count()
         if behind:
             subscriber.take()
@@ -313,3 +336,19 @@ async def stream_changes(
                 await response.send(sse("unleash-updated", body, last))
                 count()
     await response.eof()
+
+
+def message_for(batch: Batch, position: int, pick: Pick, share: Any) -> tuple[bytes | None, int] | None:
+    """The `unleash-updated` message `batch` makes for a stream at `position` (None: nothing for it) and the
+    stream's new position; None when it must catch up from the log instead."""
+    key = (share, position)
+    if share is not None and key in batch.rendered:
+        return batch.rendered[key]
+    picked = pick(batch, position)
+    if picked is None:
+        return None
+    wires, last, after = picked
+    message = (sse("unleash-updated", document(wires), last) if wires else None), after
+    if share is not None:
+        batch.rendered[key] = message
+    return message

@@ -1,19 +1,25 @@
 """`GET /api/client/streaming`: unleash-connected then unleash-updated per change, scoped by token,
 Last-Event-ID replay, keep-alive, fetch-mode beyond MAX_STREAMS, changes committed through one process
-reaching the streams of others on the same database (PostgreSQL LISTEN/NOTIFY, SQLite polling), and a
-clean stop with open streams (on SQLite and PostgreSQL)."""
+reaching the streams of others on the same database (PostgreSQL LISTEN/NOTIFY, SQLite polling), the
+PostgreSQL listener coming back after its connection is lost, and a clean stop with open streams (on
+SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import psycopg
+import pytest
+
 from tests.server.harness import (
     CLIENT_TOKEN,
     DEFAULT_PROJECT_CLIENT_TOKEN,
     PROD_CLIENT_TOKEN,
+    PostgresDatabases,
     ServerProcess,
     base_env,
     terminate,
@@ -181,6 +187,56 @@ def test_a_change_through_one_process_reaches_the_streams_of_another(
             for opened in (on_second, on_first):
                 names = [e["feature"]["name"] for e in updates(opened, "cross-", 3)]
                 assert names == ["cross-0", "cross-1", "cross-2"]
+    finally:
+        assert [server.stop() for server in (first, second)] == [0, 0]
+
+
+def _listeners(database_url: str) -> set[int]:
+    """The backends of the database waiting in LISTEN (a feed's listening connection shows its last query)."""
+    with psycopg.connect(database_url, autocommit=True) as connection:
+        rows = connection.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'"
+        ).fetchall()
+    return {row[0] for row in rows}
+
+
+def _until(found: Callable[[], set[int]], holds: Callable[[set[int]], bool]) -> set[int]:
+    for _ in range(300):
+        value = found()
+        if holds(value):
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"never held; last seen {value}")
+
+
+KILL_LISTENERS = "query LIKE 'LISTEN%'"
+KILL_EVERY_BACKEND = "pid <> pg_backend_pid()"  # as a PostgreSQL restart would: pooled connections too
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("which", [KILL_LISTENERS, KILL_EVERY_BACKEND], ids=["listeners", "every-backend"])
+def test_the_listener_comes_back_after_its_connection_is_lost(
+    which: str, postgres_databases: PostgresDatabases, tmp_path: Path
+) -> None:
+    url = postgres_databases.create()
+    first, second = _servers({"DATABASE_URL": url}, tmp_path, 2)
+    try:
+        with stream(second) as on_second:
+            connected(on_second)
+            listening = _until(lambda: _listeners(url), lambda pids: len(pids) == 2)  # one per server
+            with psycopg.connect(url, autocommit=True) as connection:
+                killed = connection.execute(
+                    "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity"
+                    f" WHERE datname = current_database() AND {which}"
+                ).fetchall()
+            assert listening <= {pid for pid, done in killed if done}
+            # Each server listens again on a new connection (not only its slow safety read of the table).
+            _until(lambda: _listeners(url), lambda pids: len(pids) == 2 and not pids & listening)
+            for index in range(3):
+                first.api().create_feature(f"relisten-{index}")
+            names = [e["feature"]["name"] for e in updates(on_second, "relisten-", 3)]
+            assert names == ["relisten-0", "relisten-1", "relisten-2"]
+        assert "listening on PostgreSQL failed" in Path(tmp_path / "server-1.log").read_text()
     finally:
         assert [server.stop() for server in (first, second)] == [0, 0]
 

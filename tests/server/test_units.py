@@ -1,9 +1,11 @@
-"""Pure pieces of the server: settings, token formats, variant weights, the client payload cache."""
+"""Pure pieces of the server: settings, token formats, variant weights, the client payload cache, stream
+messages shared by the streams of one scope."""
 
 from __future__ import annotations
 
 import pytest
 
+from flagproxy.http.delta import Batch, DeltaEvent, Pick, document, message_for, scoped, sse
 from flagproxy.server.authoring import fix_variant_weights
 from flagproxy.server.client_features import ClientPayload, ClientQuery, PayloadCache
 from flagproxy.server.errors import ValidationFailed
@@ -91,3 +93,41 @@ def test_payload_cache_is_bounded_and_per_revision() -> None:
     assert cache.get(queries[2], 1) is not None
     assert cache.get(queries[2], 2) is None  # another revision
     assert cache.catalog_for(1) is catalog and cache.catalog_for(2) is None
+
+
+def _feature_event(event_id: int, name: str, project: str = "default") -> DeltaEvent:
+    wire = b'{"eventId":%d,"type":"feature-updated","feature":{"name":"%s"}}' % (event_id, name.encode())
+    return DeltaEvent(event_id, "development", name, project, frozenset(), None, frozenset(), wire, None)
+
+
+def test_streams_of_one_scope_share_a_batch_message_rendered_once() -> None:
+    # Ten thousand streams of one token render a change once; each scope and position gets its own.
+    batch = Batch([_feature_event(7, "a"), _feature_event(8, "b", project="other")], upto=8)
+    picked: list[tuple[ClientQuery, int]] = []
+
+    def pick_for(query: ClientQuery) -> Pick:
+        def pick(batch: Batch, position: int) -> tuple[list[bytes], int, int]:
+            picked.append((query, position))
+            wires, last = scoped(batch.events, query, position)
+            return wires, last, max(position, batch.upto)
+
+        return pick
+
+    everything = ClientQuery(projects=None, environment="development")
+    default_only = ClientQuery(projects=("default",), environment="development")
+    both = document([event.updated or b"" for event in batch.events])
+    first = message_for(batch, 6, pick_for(everything), everything)
+    assert first == (sse("unleash-updated", both, 8), 8)
+    again = message_for(batch, 6, pick_for(everything), ClientQuery(projects=None, environment="development"))
+    assert again is not None and again[0] is first[0] and picked == [(everything, 6)]
+    first_only = sse("unleash-updated", document([batch.events[0].updated or b""]), 7)
+    assert message_for(batch, 6, pick_for(default_only), default_only) == (first_only, 8)
+    # A stream that already has part of the batch (a catch-up overlapped it) gets only the rest.
+    second_only = sse("unleash-updated", document([batch.events[1].updated or b""]), 8)
+    assert message_for(batch, 7, pick_for(everything), everything) == (second_only, 8)
+    assert message_for(batch, 8, pick_for(everything), everything) == (None, 8)
+    # Without a key nothing is shared: each stream picks for itself.
+    picked.clear()
+    message_for(batch, 6, pick_for(everything), None)
+    message_for(batch, 6, pick_for(everything), None)
+    assert picked == [(everything, 6), (everything, 6)]

@@ -111,7 +111,10 @@ async def client_streaming(request: Request) -> HTTPResponse | None:
         return wires, last, max(position, batch.upto)
 
     try:
-        await stream_changes(request, subscriber, lambda since: catch_up(request, query, since), pick, {})
+        # `pick` depends on the query and the position only: streams of one scope share each message.
+        await stream_changes(
+            request, subscriber, lambda since: catch_up(request, query, since), pick, {}, share=query
+        )
     finally:
         feed.unsubscribe(subscriber)
     return None

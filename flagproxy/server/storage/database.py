@@ -163,7 +163,17 @@ class PostgresDatabase(Database):
 
         self.url = url
         _probe(url)
-        self._pool = ConnectionPool(url, min_size=1, max_size=max_connections, open=True, timeout=30)
+        # Each connection is checked as it is handed out (one empty round trip): after PostgreSQL restarts,
+        # or an administrator ends the server's backends, the pool replaces dead connections instead of
+        # failing one request on each of them.
+        self._pool = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=max_connections,
+            open=True,
+            timeout=30,
+            check=ConnectionPool.check_connection,
+        )
 
     @contextmanager
     def transaction(self, *, read_only: bool = False) -> Iterator[Tx]:
