@@ -167,17 +167,26 @@ def test_a_new_snapshot_replaces_every_cached_answer(upstream, proxy_factory):
 
 
 def test_an_answer_that_read_the_clock_is_not_served_after_its_date(upstream, proxy_factory):
-    # Enabled only from a moment a few seconds ahead (the process starts meanwhile); the request has no
-    # currentTime, so "now" decides.
-    switch_on = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=4)
-    constraint = {"contextName": "currentTime", "operator": "DATE_AFTER", "value": switch_on.isoformat()}
-    strategy = {"name": "default", "parameters": {}, "constraints": [constraint]}
-    upstream.payload = payload(flag("timed", [strategy]))
-    proxy = proxy_factory()
-    assert [enabled(proxy, "u1") for _ in range(3)] == [set(), set(), set()]
-    assert datetime.now(UTC) < switch_on  # else the three answers above proved nothing of the date
-    assert hits(proxy) == 1  # cached, up to the second before switch_on
-    wait_for(lambda: enabled(proxy, "u1") == {"timed"})
+    # A flag enabled only from a moment a few seconds ahead; the request has no currentTime, so "now"
+    # decides. The moment is set once the proxy runs, and set again in the rare run where the machine was
+    # so slow that it passed before the three answers below: those must come before it to prove anything.
+    proxy = proxy_factory(refresh_interval=50)
+    for attempt in range(3):
+        switch_on = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=3)
+        constraint = {"contextName": "currentTime", "operator": "DATE_AFTER", "value": switch_on.isoformat()}
+        strategy = {"name": "default", "parameters": {}, "constraints": [constraint]}
+        marker = flag(f"snapshot-{attempt}", [{"name": "default", "parameters": {}}])
+        upstream.payload = payload(flag("timed", [strategy]), marker)
+        wait_for(lambda: marker["name"] in enabled(proxy, f"waiting-{attempt}"))  # noqa: B023
+        before = hits(proxy)
+        answers = [enabled(proxy, f"u{attempt}") for _ in range(3)]
+        if datetime.now(UTC) < switch_on:
+            break
+    else:
+        raise AssertionError("the date passed before three answers, three times over")
+    assert answers == [{marker["name"]}] * 3
+    assert hits(proxy) == before + 1  # cached, up to the second before switch_on
+    wait_for(lambda: enabled(proxy, f"u{attempt}") == {"timed", marker["name"]})
     assert datetime.now(UTC) > switch_on
 
 
