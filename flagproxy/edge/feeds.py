@@ -26,7 +26,7 @@ from flagproxy.edge.changes import ChangeLog
 from flagproxy.edge.tokens import ALL_PROJECTS
 from flagproxy.instance.compiler import ImageCompiler
 from flagproxy.instance.store import compile_image, return_free_memory
-from flagproxy.sync.documents import DocumentError, flag_count
+from flagproxy.sync.documents import DocumentError, flag_count, read_document
 from flagproxy.sync.publication import Publication
 
 Scope = tuple[str, tuple[str, ...]]  # (environment, sorted projects or ("*",))
@@ -133,18 +133,24 @@ class Feeds:
             image = None
         return self._published(feed, payload, image, source, save)
 
-    async def update(self, feed: Scope, payload: dict[str, Any]) -> bool:
-        """A feed's new document from the upstream, as `publish`; once the feed is served, compiled apart
-        from a serving loop the leader shares (`compile_apart`)."""
+    async def update(self, feed: Scope, document: bytes) -> bool:
+        """A feed's new document from the upstream (the bytes it sent), as `publish`; once the feed is
+        served, compiled apart from a serving loop the leader shares (`compile_apart`). A document of the
+        wrong types raises its DocumentError for the feed's poller, which says it once while it lasts.
+
+        The leader parses and checks it here too: the feed's delta log and the persistence are made from
+        the parsed document (on the serving loop with one worker: what the proxy spares its loop, the edge
+        does not yet)."""
+        payload = read_document(document)
         if feed not in self.feeds or self.feeds[feed].stamp() is None:
             return self.publish(feed, payload)  # nothing served from it yet: no one waits
         try:
-            image: bytes | None = await self.compiler.compile(payload)
+            image = (await self.compiler.compile(document)).image
         except Exception as exc:
             if self._refused(feed, exc):
                 return False
             image = None
-        return self._published(feed, payload, image, "upstream", True)
+        return self._published(feed, payload, image, "upstream", True, document)
 
     def _refused(self, feed: Scope, exc: Exception) -> bool:
         """A compile that failed: True when the document is refused (no features document, or of the wrong
@@ -158,11 +164,18 @@ class Feeds:
         return False
 
     def _published(
-        self, feed: Scope, payload: dict[str, Any], image: bytes | None, source: str, save: bool
+        self,
+        feed: Scope,
+        payload: dict[str, Any],
+        image: bytes | None,
+        source: str,
+        save: bool,
+        document: bytes | None = None,  # the payload's JSON as the upstream sent it, if it came so
     ) -> bool:
         changes = self.changes.setdefault(feed, ChangeLog(self.kept_events))
         log = changes.record(payload)
-        self.feeds[feed].publish(payload, source, image, extra={"delta": log})
+        published = document if document is not None else orjson.dumps(payload)
+        self.feeds[feed].publish(published, source, image, extra={"delta": log})
         self.flags[feed] = flag_count(payload)
         self.hydrated[feed].set()
         if save and self.persistence is not None:

@@ -81,9 +81,9 @@ class Feed:
         self.last_refresh: str | None = None
         self.last_check: str | None = None
 
-    async def _update(self, payload: dict[str, Any]) -> bool:
+    async def _update(self, document: bytes) -> bool:
         self.last_refresh = self.last_check = iso_now()
-        return await self.feeds.update(self.scope, payload)
+        return await self.feeds.update(self.scope, document)
 
     def _fetched(self, result: Any, accepted: bool) -> None:
         refused = getattr(result, "refused", None)  # a 200 whose document was refused whole

@@ -28,13 +28,12 @@ import contextlib
 import ctypes
 import ctypes.util
 import multiprocessing
+import os
 import signal
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import orjson
-
-from flagproxy.instance.store import compile_image, return_free_memory
+from flagproxy.instance.store import Compiled, compile_document, return_free_memory
 
 
 class _Named:
@@ -66,24 +65,32 @@ def _die_with_parent() -> None:
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
+# How much less than the serving process the compile asks of the CPU (nice(2)): on a machine with as many
+# busy threads as cores, a compile at the same priority took a core from the requests for its whole length.
+COMPILE_NICENESS = 10
+
+
 def _start_compile_process() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
+    with contextlib.suppress(OSError):
+        os.nice(COMPILE_NICENESS)
 
 
-def _compile_document(document: bytes, strategy_names: Sequence[str]) -> tuple[bytes, list[str]]:
-    """In the compile process: the image of `document` and the warnings of its compile."""
+def _compile_document(document: bytes, strategy_names: Sequence[str]) -> tuple[Compiled, list[str]]:
+    """In the compile process: `document` compiled (flagproxy/instance/store.py) and its warnings."""
     warnings = _Warnings()
     strategies = [_Named(name) for name in strategy_names]
-    image = compile_image(orjson.loads(document), custom_strategies=strategies, logger=warnings)
+    compiled = compile_document(document, custom_strategies=strategies, logger=warnings)
     return_free_memory()
-    return image, warnings.said
+    return compiled, warnings.said
 
 
 class ImageCompiler:
-    """`await compile(payload)`: the image of `payload`, compiled apart from the serving loop when
-    `apart()` says so (something is being served), else here. Raises what `compile_image` raises
-    (DocumentError for a document of the wrong types)."""
+    """`await compile(document)`: the bytes of a features document, as the upstream sent them, checked and
+    compiled into the image every worker loads (`Compiled`), apart from the serving loop when `apart()`
+    says so (something is being served), else here. Raises DocumentError for bytes that are no features
+    document (no JSON, or of the wrong types) and what `compile_document` raises."""
 
     def __init__(self, custom_strategies: Sequence[Any], logger: Any, *, apart: Callable[[], bool]) -> None:
         self.custom_strategies = tuple(custom_strategies)
@@ -91,14 +98,14 @@ class ImageCompiler:
         self.apart = apart
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
 
-    def _here(self, payload: Any) -> bytes:
-        image = compile_image(payload, custom_strategies=self.custom_strategies, logger=self.logger)
+    def _here(self, document: bytes) -> Compiled:
+        compiled = compile_document(document, custom_strategies=self.custom_strategies, logger=self.logger)
         return_free_memory()  # what the compile freed: the sync's process serves nothing from it
-        return image
+        return compiled
 
-    async def compile(self, payload: Any) -> bytes:
+    async def compile(self, document: bytes) -> Compiled:
         if not self.apart():
-            return self._here(payload)
+            return self._here(document)
         if self._pool is None:
             self._pool = concurrent.futures.ProcessPoolExecutor(
                 max_workers=1,
@@ -107,16 +114,16 @@ class ImageCompiler:
             )
         names = [strategy.name for strategy in self.custom_strategies]
         try:
-            image, warnings = await asyncio.get_running_loop().run_in_executor(
-                self._pool, _compile_document, orjson.dumps(payload), names
+            compiled, warnings = await asyncio.get_running_loop().run_in_executor(
+                self._pool, _compile_document, bytes(document), names
             )
         except concurrent.futures.BrokenExecutor as exc:
             self.logger.warn(f"The compile process stopped ({exc!r}); compiling this document here")
             self.close()
-            return self._here(payload)
+            return self._here(document)
         for warning in warnings:
             self.logger.warn(warning)
-        return image
+        return compiled
 
     def close(self) -> None:
         pool, self._pool = self._pool, None

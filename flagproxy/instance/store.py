@@ -21,6 +21,7 @@ import ctypes.util
 import gc
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -29,16 +30,18 @@ from flagproxy.evaluator import CACHE_NEVER, CACHE_SNAPSHOT
 from flagproxy.http.etag import weak_etag
 from flagproxy.image import ImageError, dump_image, load_image
 from flagproxy.snapshot import compile_snapshot
-from flagproxy.sync.documents import check_document
+from flagproxy.sync.documents import check_document, flag_count, read_document
 
 # How long an answer stays true (`valid_in`), re-exported for the response cache: the store is the proxy's
 # one door to the engine.
 __all__ = [
     "CACHE_NEVER",
     "CACHE_SNAPSHOT",
+    "Compiled",
     "ImageError",
     "ServedSnapshot",
     "SnapshotStore",
+    "compile_document",
     "compile_image",
     "return_free_memory",
 ]
@@ -62,6 +65,36 @@ def compile_image(
     check_document(payload)
     snapshot = compile_snapshot(payload, custom_strategies=custom_strategies, logger=logger)
     return dump_image(snapshot.engine, features_body(snapshot.state), custom_strategies)
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A features document compiled once for every worker: its image, and how many flags it holds."""
+
+    image: bytes | None  # None: it could not be made; each worker compiles the document itself
+    flags: int
+
+
+def compile_document(
+    document: bytes | memoryview, *, custom_strategies: Sequence[Any] = (), logger: Any = None
+) -> Compiled:
+    """The image of a features document given as the bytes the upstream sent: parsed, checked whole and
+    compiled here, so whoever calls this in a process of its own (flagproxy/instance/compiler.py) spares
+    the serving process all three. Raises DocumentError for bytes that are no features document, and what
+    `compile_snapshot` refuses (ValueError); any other failure leaves the image out, with a warning."""
+    payload = read_document(document)
+    flags = flag_count(payload)
+    try:
+        snapshot = compile_snapshot(payload, custom_strategies=custom_strategies, logger=logger)
+        del payload
+        image = dump_image(snapshot.engine, features_body(snapshot.state), custom_strategies)
+    except ValueError:
+        raise
+    except Exception as exc:
+        if logger is not None:
+            logger.warn(f"The workers compile the features themselves: no image of them ({exc!r})")
+        image = None
+    return Compiled(image, flags)
 
 
 class ServedSnapshot:

@@ -194,7 +194,7 @@ class SyncSeries:
                 self._refused(result.refused, "upstream", result.reason, now)
         else:
             self._count(
-                UPSTREAM_FETCHES, "result", "updated" if hasattr(result, "payload") else "not_modified"
+                UPSTREAM_FETCHES, "result", "updated" if hasattr(result, "document") else "not_modified"
             )
             self.last_success.value = now
         self._write()

@@ -64,23 +64,14 @@ def build_sync(
     serving = (lambda: publication.stamp() is not None) if compile_apart else (lambda: False)
     compiler = ImageCompiler(s.custom_strategies, logger, apart=serving)
 
-    async def publish(payload: Any, source: str) -> None:
-        # compile_image refuses what is no features document (ValueError): then nothing is published.
-        image = await compiled(payload)
+    async def publish(document: bytes, source: str) -> int:
+        """`document` (the bytes the upstream sent) checked, compiled once for every worker and published;
+        how many flags it holds. Raises DocumentError (nothing is published) for what is no features
+        document. The document is written as it came: it is never parsed or encoded again here."""
+        compiled = await compiler.compile(document)
         # Megabytes written at 5000 flags: off the loop, which may be serving.
-        await asyncio.to_thread(publication.publish, payload, source, image)
-
-    async def compiled(payload: Any) -> bytes | None:
-        """The document compiled once for every worker (flagproxy/image.py): a worker that loads it holds
-        what it serves and not what a compile leaves behind. Without it each worker compiles the document:
-        slower and bigger, still right."""
-        try:
-            return await compiler.compile(payload)
-        except ValueError:
-            raise  # not a features document: nothing is published
-        except Exception as exc:
-            logger.warn(f"The workers compile the features themselves: no image of them ({exc!r})")
-            return None
+        await asyncio.to_thread(publication.publish, document, source, compiled.image)
+        return compiled.flags
 
     return SyncService(
         config,

@@ -11,6 +11,7 @@ another environment) left in the same temporary folder.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import inspect
 import os
@@ -21,6 +22,23 @@ from typing import Any
 import orjson
 
 from flagproxy.tokens import masked
+
+
+def wrapped(fields: dict[str, Any], name: str, document: bytes | memoryview) -> bytes:
+    """The JSON object of `fields` with `name` holding `document`, JSON bytes already checked: spliced in
+    as they are, so a backup of megabytes is never parsed or encoded again."""
+    head = orjson.dumps(fields)[:-1] + (b"," if fields else b"")
+    return head + orjson.dumps(name) + b":" + bytes(document) + b"}"
+
+
+async def save_document(storage: Any, key: str, document: bytes) -> None:
+    """Back `document` (a features document's checked JSON bytes) up in `storage`: as bytes, in a thread,
+    when it can take them (`set_document`, as the file providers here), else parsed for its `set`."""
+    set_document = getattr(storage, "set_document", None)
+    if set_document is not None:
+        await asyncio.to_thread(set_document, key, document)
+    else:  # a provider of the application's own (create_app's storage_provider)
+        await call(storage.set, key, orjson.loads(document))
 
 
 class FileStorageProvider:
@@ -39,12 +57,16 @@ class FileStorageProvider:
             return None
 
     def set(self, key: str, payload: Any) -> None:
+        self.set_document(key, orjson.dumps(payload))
+
+    def set_document(self, key: str, document: bytes | memoryview) -> None:
+        """`set` for a value that is JSON bytes already."""
         path = self.path(key)
         os.makedirs(self.directory, exist_ok=True)
         fd, temporary = tempfile.mkstemp(prefix=".flagproxy-backup-", dir=self.directory)
         try:
             with os.fdopen(fd, "wb") as file:
-                file.write(orjson.dumps(payload))
+                file.write(document)
             os.replace(temporary, path)
         except BaseException:
             if os.path.exists(temporary):
@@ -89,8 +111,11 @@ class UpstreamBackup(FileStorageProvider):
         return record.get("features")
 
     def set(self, key: str, payload: Any) -> None:
+        self.set_document(key, orjson.dumps(payload))
+
+    def set_document(self, key: str, document: bytes | memoryview) -> None:
         owned = {"upstream": self.upstream_url, "token": self.token, "owner": self.owner}
-        super().set(key, {**owned, "features": payload})
+        super().set_document(key, wrapped(owned, "features", document))
 
 
 async def call(method: Any, *args: Any) -> Any:

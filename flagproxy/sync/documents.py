@@ -33,10 +33,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import orjson
+
 # Why a document was refused, as the Prometheus label (a closed set, so the series stay bounded).
 NOT_JSON = "not_json"  # the bytes are no JSON at all
 NOT_A_DOCUMENT = "not_a_document"  # not an object with a `features` or `events` list
 MISSING_FIELD = "missing_field"
+NOT_JSON_PREFIX = "is not JSON: "  # how the message of a NOT_JSON refusal starts
 WRONG_TYPE = "wrong_type"
 
 
@@ -210,6 +213,18 @@ def check_document(document: Any) -> None:
         )
     # A document with both is read as a full one (flagproxy/snapshot.py).
     (_full if isinstance(document.get("features"), list) else _delta)(document, "$")
+
+
+def read_document(document: bytes | memoryview) -> Any:
+    """The features document these bytes hold, checked whole (`check_document`); DocumentError (NOT_JSON
+    when they are no JSON at all) otherwise. What the compile reads the upstream's bytes with, so the process
+    that serves never parses a whole document (flagproxy/instance/compiler.py)."""
+    try:
+        payload = orjson.loads(document)
+    except orjson.JSONDecodeError as exc:
+        raise DocumentError(NOT_JSON, "", f"{NOT_JSON_PREFIX}{exc}") from None
+    check_document(payload)
+    return payload
 
 
 def flag_count(payload: dict[str, Any]) -> int:

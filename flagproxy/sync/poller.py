@@ -9,6 +9,10 @@ longest backoff.
 A failure is logged once when it starts (or changes: another status, another cause), not at every poll of
 an upstream that stays down; the polls in between log at debug, and the first success after it logs that
 the upstream answers again.
+
+`on_update` gets each new document as the bytes the upstream sent and installs it; when it raises
+DocumentError (no JSON, or of the wrong types: flagproxy/sync/documents.py) the poll counts as a failure
+that names the first offending JSON path, said once while the upstream keeps sending such documents.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from flagproxy.sync.documents import NOT_JSON, NOT_JSON_PREFIX, DocumentError
 from flagproxy.sync.upstream import (
     NOT_MODIFIED,
     PROXY_URL_LABEL,
@@ -35,13 +40,21 @@ class FeatureSource(Protocol):
     async def fetch_features(self, etag: str | None) -> FetchResult: ...
 
 
+def refused(exc: DocumentError) -> Failed:
+    """A 200 whose document was refused whole, as a poll's failure (the etag of the last good one stays)."""
+    if exc.reason == NOT_JSON:
+        detail = exc.message.removeprefix(NOT_JSON_PREFIX)
+        return Failed("other", f"sent invalid JSON: {detail}", 200, refused=exc.reason)
+    return Failed("other", f"sent a features document that was refused whole: {exc}", 200, refused=exc.reason)
+
+
 class Poller:
     def __init__(
         self,
         source: FeatureSource,
         *,
         interval_ms: int,
-        on_update: Callable[[dict[str, Any]], Awaitable[bool]],
+        on_update: Callable[[bytes], Awaitable[bool]],
         on_not_modified: Callable[[], None],
         logger: Any,
         on_result: Callable[[FetchResult, bool], None] | None = None,
@@ -76,8 +89,13 @@ class Poller:
         self.polls += 1
         accepted = True
         if isinstance(result, Updated):
-            self._recovered()
-            accepted = await self.on_update(result.payload)
+            try:
+                accepted = await self.on_update(result.document)
+            except DocumentError as exc:
+                result = refused(exc)
+            else:
+                self._recovered()
+        if isinstance(result, Updated):
             if accepted:
                 self.etag = result.etag
                 self.failures = max(0, self.failures - 1)

@@ -20,7 +20,6 @@ import os
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 
@@ -51,15 +50,17 @@ class Publication:
 
     # ---- the leader ---------------------------------------------------------------------------------
 
-    def publish(self, payload: Any, source: str, image: bytes | None = None, extra: Any = None) -> int:
-        """Write `payload` (a features document), and its compiled `image` if given, for every worker;
-        returns its revision. `extra` (JSON) goes in the header line, read with the document."""
+    def publish(
+        self, document: bytes | memoryview, source: str, image: bytes | None = None, extra: Any = None
+    ) -> int:
+        """Write `document` (a features document's JSON, as the upstream sent it), and its compiled `image`
+        if given, for every worker; returns its revision. `extra` (JSON) goes in the header line, read with
+        the document."""
         if self.revision == 0:
             current = self.read()
             self.revision = current.revision if current else 0
         self.revision += 1
         now_ms = int(time.time() * 1000)
-        document = orjson.dumps(payload)
         meta = {"revision": self.revision, "source": source, "published_ms": now_ms, "length": len(document)}
         if extra is not None:
             meta["extra"] = extra

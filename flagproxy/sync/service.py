@@ -21,8 +21,10 @@ import platform
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from flagproxy.sync.backup import call
-from flagproxy.sync.documents import DocumentError, flag_count
+import orjson
+
+from flagproxy.sync.backup import call, save_document
+from flagproxy.sync.documents import DocumentError
 from flagproxy.sync.poller import Poller
 from flagproxy.sync.upstream import CLIENT_SPEC_VERSION, SDK_NAME, UpstreamClient, UpstreamConfig
 from flagproxy.sync.usage_sender import UsageCollector, UsageSender
@@ -44,7 +46,8 @@ class SyncService:
         self,
         config: UpstreamConfig,
         *,
-        install: Callable[[dict[str, Any], str], Any],  # plain or async; ValueError: not installed
+        # (document bytes, source) -> how many flags it holds, plain or async; ValueError: not installed
+        install: Callable[[bytes, str], Any],
         touch: Callable[[], None],
         is_ready: Callable[[], bool],
         collector: UsageCollector,
@@ -119,29 +122,33 @@ class SyncService:
     def storage_key(self) -> str:
         return self.config.app_name
 
-    async def _install(self, payload: dict[str, Any], source: str) -> bool:
+    async def _install(self, document: bytes, source: str) -> bool:
+        """Install `document` (a features document's JSON bytes); whether it was. A refused upstream
+        document raises its DocumentError for the poller, which says it once while it lasts."""
         was_ready = self.is_ready()
         try:
-            installing = self.install(payload, source)
-            if inspect.isawaitable(installing):  # compiled apart from the serving loop
-                await installing
+            flags = self.install(document, source)
+            if inspect.isawaitable(flags):  # compiled apart from the serving loop
+                flags = await flags
         except ValueError as exc:
+            if isinstance(exc, DocumentError) and source == "upstream":
+                raise
             self.logger.error(f"Ignoring the features document from the {source}: {exc}")
             if isinstance(exc, DocumentError) and self.observer is not None:
                 self.observer.refused(exc.reason, source, str(exc))
             return False
         if not was_ready:
             announce = getattr(self.logger, "announce", self.logger.info)
-            announce(self.ready_line(flag_count(payload), source))
+            announce(self.ready_line(flags, source))
         return True
 
-    async def _upstream_payload(self, payload: dict[str, Any]) -> bool:
-        if not await self._install(payload, "upstream"):
+    async def _upstream_payload(self, document: bytes) -> bool:
+        if not await self._install(document, "upstream"):
             return False
         self.from_upstream = True
         if self.storage is not None:
             try:
-                await call(self.storage.set, self.storage_key, payload)
+                await save_document(self.storage, self.storage_key, document)
             except Exception as exc:  # a full disk must not stop serving
                 self.logger.warn(f"Could not back up the features: {exc!r}")
         if self.registered is None and self.config.metrics_interval > 0:
@@ -160,7 +167,7 @@ class SyncService:
         if rejected:
             self.logger.warn(f"Features backup {rejected}")
         if isinstance(payload, dict) and payload.get("features"):
-            await self._install(payload, "backup")
+            await self._install(orjson.dumps(payload), "backup")
 
     async def bootstrap(self) -> None:
         assert self.bootstrap_url is not None
@@ -173,7 +180,7 @@ class SyncService:
         if not (document.get("features") or document.get("events")):
             self.logger.warn(f"Bootstrap document at {self.bootstrap_url} has no features; ignored")
             return
-        await self._install(document, "bootstrap")
+        await self._install(orjson.dumps(document), "bootstrap")
 
     def register_body(self) -> dict[str, Any]:
         c = self.config

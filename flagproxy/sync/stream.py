@@ -139,7 +139,7 @@ class StreamingSync:
         client: UpstreamClient,
         poller: Poller,
         *,
-        on_update: Callable[[dict[str, Any]], Awaitable[bool]],
+        on_update: Callable[[bytes], Awaitable[bool]],
         on_checked: Callable[[], None],
         logger: Any,
         observer: Any = None,
@@ -287,7 +287,8 @@ class StreamingSync:
             await self._changed.wait()
             self._changed.clear()
             try:
-                await self.on_update(self.state.document())
+                # As a poll hands its document over: JSON bytes (flagproxy/sync/upstream.py's Updated).
+                await self.on_update(orjson.dumps(self.state.document()))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a bug here must not end streaming for good
@@ -306,7 +307,8 @@ class StreamingSync:
             result = await self.poller.poll_once()
             if isinstance(result, Updated):
                 self.held = True
-                self.state = DeltaState(result.payload)  # what a hydration after this is compared with
+                # What a hydration after this is compared with (installed already: well-typed JSON).
+                self.state = DeltaState(orjson.loads(result.document))
                 if result.fetch_mode == "streaming":
                     self.logger.info(f"Upstream {self.client.features_url} offers streaming again")
                     return

@@ -1,9 +1,12 @@
 """The upstream client API over aiohttp: what the Node proxy's SDK sends, header for header.
 
-`fetch_features(etag)` answers `Updated(payload, etag)`, `NOT_MODIFIED` or `Failed(...)`, never raises for
-network trouble: the poller decides what a failure means. Filters (project, namePrefix, tag) go in the
-query string in the Node SDK's order. HTTP_PROXY/HTTPS_PROXY/NO_PROXY and rejectUnauthorized apply to
-every upstream request.
+`fetch_features(etag)` answers `Updated(document, etag)`, `NOT_MODIFIED` or `Failed(...)`, never raises for
+network trouble: the poller decides what a failure means. The document stays the bytes the upstream sent:
+whoever installs it parses and checks it (flagproxy/sync/documents.py `read_document`), in the compile
+process when the sync shares its process with a serving loop, so that process never parses it.
+
+Filters (project, namePrefix, tag) go in the query string in the Node SDK's order.
+HTTP_PROXY/HTTPS_PROXY/NO_PROXY and rejectUnauthorized apply to every upstream request.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import yarl
 from multidict import CIMultiDict
 
 from flagproxy import __version__
-from flagproxy.sync.documents import NOT_JSON, DocumentError, check_document, is_features_document
+from flagproxy.sync.documents import is_features_document
 
 CLIENT_SPEC_VERSION = "5.2.0"
 SDK_NAME = f"flagproxy:{__version__}"
@@ -61,7 +64,7 @@ class UpstreamConfig:
 
 @dataclass(frozen=True)
 class Updated:
-    payload: dict[str, Any]
+    document: bytes  # the features document's JSON, unparsed and unchecked
     etag: str | None
     fetch_mode: str | None = None  # the `fetch-mode` header: "streaming" when the upstream offers a stream
 
@@ -78,7 +81,8 @@ NOT_MODIFIED = _NotModified()
 class Failed:
     """kind: "retry" (timeouts, 5xx, 429, 404: back off), "auth" (401/403), "other" (anything else).
     `retry_after`: seconds the upstream asked us to wait (Retry-After on a 429 or 503), if it said.
-    `refused`: a 200 whose document was refused, why (flagproxy/sync/documents.py's reasons)."""
+    `refused`: a 200 whose document was refused, why (flagproxy/sync/documents.py's reasons: the poller
+    makes these from the installer's DocumentError)."""
 
     kind: str
     reason: str
@@ -236,18 +240,7 @@ class UpstreamClient:
                 fetch_mode = response.headers.get("fetch-mode")
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             return Failed("retry", describe_failure(exc))
-        try:
-            payload = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            return Failed("other", f"sent invalid JSON: {exc}", 200, refused=NOT_JSON)
-        try:
-            # Pure Python over every field (tens of milliseconds at 5000 flags): in a thread, so a loop that
-            # also serves (`--workers 1`) gets the GIL back between the interpreter's switches.
-            await asyncio.to_thread(check_document, payload)
-        except DocumentError as exc:
-            return Failed("other", f"sent a features document that was refused whole: {exc}", 200,
-                          refused=exc.reason)  # fmt: skip
-        return Updated(payload, new_etag, fetch_mode)
+        return Updated(body, new_etag, fetch_mode)
 
     def open_stream(self, last_event_id: str | None) -> Any:
         """GET the upstream's server-sent events (`client/streaming`, scoped by the same filters as the

@@ -40,7 +40,7 @@ def test_a_worker_without_a_snapshot_installs_a_published_one_when_asked(tmp_pat
         try:
             worker.following.cancel()  # only a request can find the document now
             assert (await toggles(request("/proxy?userId=u1"))).status == 503
-            worker.instance.publication.publish(json.loads(json.dumps(SAMPLE)), "another worker's sync")
+            worker.instance.publication.publish(json.dumps(SAMPLE).encode(), "another worker's sync")
             answer = await toggles(request("/proxy?userId=u1"))
             assert answer.status == 200 and json.loads(answer.body)["toggles"], answer.body
             assert (await health(request("/proxy/health"))).status == 200

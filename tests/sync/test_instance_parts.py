@@ -30,14 +30,16 @@ class Log:
 def test_each_publish_is_a_new_stamp_and_the_next_revision(tmp_path):
     leader, reader = Publication(str(tmp_path)), Publication(str(tmp_path))
     assert reader.stamp() is None and reader.read() is None
-    assert leader.publish(PAYLOAD, "backup") == 1
+    assert leader.publish(orjson.dumps(PAYLOAD), "backup") == 1
     first = reader.read()
     assert (first.revision, first.source, orjson.loads(first.document)) == (1, "backup", PAYLOAD)
     assert reader.stamp() == first.stamp
-    assert leader.publish(PAYLOAD, "upstream") == 2  # the same bytes again are still a new revision
+    assert (
+        leader.publish(orjson.dumps(PAYLOAD), "upstream") == 2
+    )  # the same bytes again are still a new revision
     assert reader.stamp() != first.stamp
     # A restarted leader goes on from the file's revision, so workers never see one number twice.
-    assert Publication(str(tmp_path)).publish(PAYLOAD, "upstream") == 3
+    assert Publication(str(tmp_path)).publish(orjson.dumps(PAYLOAD), "upstream") == 3
     assert [n for n in os.listdir(tmp_path) if n.startswith(".snapshot-")] == []  # no temporary left
 
 
@@ -82,17 +84,17 @@ def test_the_follower_installs_each_revision_once_and_keeps_the_last_good_one(tm
     store = SnapshotStore()
     follower = _follower(instance, store, UsageCollector())
     assert follower.load() is False and not store.ready  # nothing published: 503 until there is
-    instance.publication.publish(PAYLOAD, "upstream")
+    instance.publication.publish(orjson.dumps(PAYLOAD), "upstream")
     assert follower.load() is True
     assert (store.revision, store.current.names, store.current.source) == (1, ("a",), "upstream")
     assert follower.load() is False  # the same file: nothing to do
     # A document that does not compile is logged and skipped; the last good snapshot keeps serving.
-    instance.publication.publish({"version": 2, "features": "nope"}, "upstream")
+    instance.publication.publish(b'{"version": 2, "features": "nope"}', "upstream")
     assert follower.load() is False
     assert store.current.names == ("a",) and store.revision == 1
     assert follower.logger.lines[-1][0] == "error" and "revision 2" in follower.logger.lines[-1][1]
     changed = {"version": 2, "features": [{"name": "b", "enabled": True, "strategies": []}]}
-    instance.publication.publish(changed, "upstream")
+    instance.publication.publish(orjson.dumps(changed), "upstream")
     assert follower.load() is True and store.current.names == ("b",) and store.revision == 3
 
 
@@ -134,7 +136,7 @@ def test_an_instance_removes_only_the_folder_it_created(tmp_path):
 def test_workers_load_the_image_the_sync_compiled_and_compile_only_when_they_cannot(tmp_path):
     instance = Instance(str(tmp_path))
     image = compile_image(PAYLOAD)
-    instance.publication.publish(PAYLOAD, "upstream", image)
+    instance.publication.publish(orjson.dumps(PAYLOAD), "upstream", image)
     published = instance.publication.read()
     assert bytes(published.image) == image and orjson.loads(published.document) == PAYLOAD
     store = SnapshotStore()
@@ -143,7 +145,7 @@ def test_workers_load_the_image_the_sync_compiled_and_compile_only_when_they_can
     assert follower.logger.lines == []  # loaded, not compiled: nothing to say
     # An image this worker cannot use (here: cut short) is compiled from the document beside it instead.
     changed = {"version": 2, "features": [{"name": "b", "enabled": True, "strategies": []}]}
-    instance.publication.publish(changed, "upstream", compile_image(changed)[:100])
+    instance.publication.publish(orjson.dumps(changed), "upstream", compile_image(changed)[:100])
     assert follower.load() is True and store.current.names == ("b",) and store.revision == 2
     assert follower.logger.lines[-1][0] == "warn" and "revision 2" in follower.logger.lines[-1][1]
     # Both ways serve the same bytes.

@@ -29,6 +29,7 @@ from flagproxy.sync.usage import MAX_TOGGLES, MAX_VARIANTS
 from flagproxy.sync.usage_sender import UsageCollector, UsageCounts, UsageSender
 
 PAYLOAD = {"version": 2, "features": [{"name": "a", "enabled": True, "strategies": []}]}
+DOCUMENT = json.dumps(PAYLOAD).encode()  # as the upstream sends it
 
 
 class Log:
@@ -101,7 +102,7 @@ class FakeSource:
 
 
 def test_poller_backs_off_and_recovers():
-    installed: list[dict[str, Any]] = []
+    installed: list[bytes] = []
 
     async def on_update(payload):
         installed.append(payload)
@@ -111,12 +112,12 @@ def test_poller_backs_off_and_recovers():
     log = Log()
     source = FakeSource(
         [
-            Updated(PAYLOAD, '"e1"'),
+            Updated(DOCUMENT, '"e1"'),
             NOT_MODIFIED,
             Failed("retry", "answered 503", 503),
             Failed("retry", "timed out"),
             Failed("auth", "answered 401", 401),
-            Updated(PAYLOAD, '"e2"'),
+            Updated(DOCUMENT, '"e2"'),
             Failed("other", "answered 400", 400),
         ]
     )
@@ -152,7 +153,7 @@ def test_a_failure_is_logged_once_until_it_changes_and_retry_after_is_honoured()
             Failed("auth", "answered 401", 401),
             Failed("retry", "answered 429", 429, retry_after=30.0),
             Failed("retry", "answered 429", 429, retry_after=30.0),
-            Updated(PAYLOAD, '"e1"'),
+            Updated(DOCUMENT, '"e1"'),
             Failed("retry", "answered 429", 429, retry_after=30.0),
         ]
     )
@@ -208,7 +209,7 @@ def test_poller_refetches_whole_after_a_rejected_payload():
     async def reject(payload):
         return False
 
-    source = FakeSource([Updated(PAYLOAD, '"e1"'), Updated(PAYLOAD, '"e1"')])
+    source = FakeSource([Updated(DOCUMENT, '"e1"'), Updated(DOCUMENT, '"e1"')])
     poller = Poller(source, interval_ms=10, on_update=reject, on_not_modified=lambda: None, logger=Log())
 
     async def run():
@@ -217,6 +218,46 @@ def test_poller_refetches_whole_after_a_rejected_payload():
 
     asyncio.run(run())
     assert source.etags == [None, None]
+
+
+def test_a_refused_document_is_a_failure_said_once_and_the_last_etag_stays():
+    """The installer checks the bytes (flagproxy/sync/documents.py); its DocumentError is the poll's failure:
+    said once while the upstream sends such documents, counted as refused, and the next poll asks with the
+    ETag of the last good document."""
+    from flagproxy.sync.documents import DocumentError, read_document
+
+    async def install(document):
+        read_document(document)
+        return True
+
+    results = []
+    source = FakeSource(
+        [
+            Updated(DOCUMENT, '"good"'),
+            Updated(b'{"version": 2, "features": [1]}', '"bad"'),
+            Updated(b'{"version": 2, "features": [1]}', '"bad"'),
+            Updated(b"{not json", '"worse"'),
+            Updated(DOCUMENT, '"good2"'),
+        ]
+    )
+    log = Log()
+    poller = Poller(source, interval_ms=10, on_update=install, on_not_modified=lambda: None, logger=log,
+                    on_result=lambda result, accepted: results.append(result))  # fmt: skip
+
+    async def run():
+        for _ in range(5):
+            await poller.poll_once()
+
+    asyncio.run(run())
+    assert source.etags == [None, '"good"', '"good"', '"good"', '"good"']
+    refused = [getattr(r, "refused", None) for r in results]
+    assert refused == [None, "wrong_type", "wrong_type", "not_json", None]
+    said = [text for level, text in log.lines if level == "error"]
+    assert len(said) == 2, said
+    assert "refused whole: $.features[0] must be an object" in said[0] and "sent invalid JSON" in said[1]
+    assert "answers again" in log.lines[-1][1]
+    assert poller.etag == '"good2"'
+    assert issubclass(DocumentError, ValueError)
 
 
 def test_usage_counts_and_collector():
@@ -311,10 +352,12 @@ def test_file_storage_roundtrip(tmp_path):
 def _service(client: FakeClient, storage: Any = None, **kwargs: Any) -> tuple[SyncService, list[str]]:
     sources: list[str] = []
 
-    def install(payload, source):
+    def install(document, source):
+        payload = json.loads(document)
         if "features" not in payload:
             raise ValueError("not a features document")
         sources.append(source)
+        return len(payload["features"])
 
     service = SyncService(
         config(metrics_interval=0),
@@ -356,9 +399,9 @@ def test_service_ignores_empty_backups_and_bootstrap_after_upstream(tmp_path):
 
     async def run():
         await service.load_backup()
-        await service._upstream_payload(PAYLOAD)
+        await service._upstream_payload(DOCUMENT)
         await service.bootstrap()
-        assert not await service._upstream_payload({"nope": 1})
+        assert not await service._upstream_payload(b'{"nope": 1}')
 
     asyncio.run(run())
     assert sources == ["upstream"]
