@@ -5,8 +5,9 @@ Every worker (and the single process of `--workers 1` or of create_app) runs one
 - `load()` before the worker listens: every document the sync last published, if any, so a worker that
   starts late (one that replaces a dead worker) serves the instance's current revision from its first
   request. Until something is published the store is empty and every route answers 503.
-- `run()` afterwards: every `WATCH_SECONDS` one `stat` of each published file; a new revision is loaded
-  (the image the sync compiled, or else the document, compiled here) and swapped in. Every
+- `run()` afterwards: every `WATCH_SECONDS` one `stat` of each published file; a new revision is read in a
+  thread and loaded (the image the sync compiled, a batch at a time with the loop answering requests from
+  the old snapshot in between, or else the document, compiled here) and swapped in. Every
   `HANDOFF_SECONDS` the usage counted since is written to the spool for the sync's usage sender. When
   the process that started this worker is gone (the main process was killed), the worker stops itself
   rather than serve an ever older snapshot on a port a new instance may want.
@@ -25,12 +26,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import orjson
 
-from flagproxy.instance.store import ImageError, SnapshotStore, return_free_memory
+from flagproxy.instance.store import ImageError, SnapshotStore, load_image_steps, return_free_memory
 from flagproxy.sync.publication import Publication, Published
 from flagproxy.sync.spool import HANDOFF_SECONDS, UsageSpool
 from flagproxy.sync.usage import UsageCollector
@@ -48,6 +49,35 @@ def install_published(store: SnapshotStore, published: Published, logger: Any) -
             return True
         except ImageError as exc:
             logger.warn(f"Compiling revision {published.revision} of the features here: {exc}")
+    return _compile_published(store, published, logger)
+
+
+async def install_published_stepwise(store: SnapshotStore, published: Published, logger: Any) -> bool:
+    """`install_published` for a worker that is serving: the image is loaded a batch at a time
+    (flagproxy/image.py `load_image_steps`, a millisecond or less each), the loop answering the requests
+    that came meanwhile from the old snapshot between two batches; its first step (which copies the image
+    out of the file's bytes) runs in a thread. At 5000 flags a load in one piece held every answer for
+    10-25 ms at each change."""
+    if published.image is not None:
+        try:
+            steps = load_image_steps(published.image, store.custom_strategies)
+            await asyncio.to_thread(next, steps)
+            while True:
+                try:
+                    next(steps)
+                except StopIteration as done:
+                    loaded = done.value
+                    break
+                await asyncio.sleep(0)
+            at_ms = published.published_ms
+            store.install_loaded(loaded, published.source, revision=published.revision, at_ms=at_ms)
+            return True
+        except ImageError as exc:
+            logger.warn(f"Compiling revision {published.revision} of the features here: {exc}")
+    return _compile_published(store, published, logger)
+
+
+def _compile_published(store: SnapshotStore, published: Published, logger: Any) -> bool:
     try:
         payload = orjson.loads(published.document)
         store.install(payload, published.source, revision=published.revision, at_ms=published.published_ms)
@@ -58,11 +88,18 @@ def install_published(store: SnapshotStore, published: Published, logger: Any) -
 
 
 class FollowedDocument:
-    """One published file and what installs its new revisions."""
+    """One published file and what installs its new revisions: `install` before the worker listens,
+    `install_serving` (by default `install`) while it serves."""
 
-    def __init__(self, publication: Publication, install: Callable[[Published], bool]) -> None:
+    def __init__(
+        self,
+        publication: Publication,
+        install: Callable[[Published], bool],
+        install_serving: Callable[[Published], Awaitable[bool]] | None = None,
+    ) -> None:
         self.publication = publication
         self.install = install
+        self.install_serving = install_serving
         self.stamp: tuple[int, int] | None = None  # of the document last installed (or tried)
 
     @property
@@ -79,6 +116,19 @@ class FollowedDocument:
             return False
         self.stamp = published.stamp  # a document that does not compile is not retried until replaced
         return self.install(published)
+
+    async def follow(self) -> bool:
+        """`load` on a serving loop: the file read in a thread (megabytes at 5000 flags), then installed."""
+        stamp = self.publication.stamp()
+        if stamp is None or stamp == self.stamp:
+            return False
+        published = await asyncio.to_thread(self.publication.read)
+        if published is None:
+            return False
+        self.stamp = published.stamp
+        if self.install_serving is None:
+            return self.install(published)
+        return await self.install_serving(published)
 
 
 class InstanceFollower:
@@ -109,6 +159,18 @@ class InstanceFollower:
             return_free_memory()  # the published file's bytes (megabytes at 5000 flags) are gone by now
         return installed
 
+    async def follow(self) -> bool:
+        """`load` while serving: each document read and installed without holding the loop for long."""
+        installed = False
+        for document in list(self.documents()):
+            # A FollowedDocument follows without holding the loop; anything else watched (the edge's
+            # revocations) has a `load` only.
+            follow = getattr(document, "follow", None)
+            installed = (await follow() if follow is not None else document.load()) or installed
+        if installed:
+            return_free_memory()
+        return installed
+
     def handed_off(self) -> None:
         """After each periodic hand-off (the proxy reads the sync's last check time then)."""
 
@@ -119,7 +181,7 @@ class InstanceFollower:
             await asyncio.sleep(WATCH_SECONDS)
             tick += 1
             try:
-                self.load()
+                await self.follow()
                 if tick % ticks_per_handoff == 0:
                     self.hand_off()
                     self.handed_off()
@@ -163,7 +225,9 @@ class Follower(InstanceFollower):
         self.hand_off_usage = hand_off_usage  # off with metrics off: no sender would ever collect them
         self.on_usage = on_usage  # sees each hand-off's counts first (the per-flag Prometheus series)
         self.document = FollowedDocument(
-            publication, lambda published: install_published(store, published, logger)
+            publication,
+            lambda published: install_published(store, published, logger),
+            lambda published: install_published_stepwise(store, published, logger),
         )
         super().__init__(
             lambda: (self.document,),

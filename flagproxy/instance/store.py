@@ -28,7 +28,7 @@ import orjson
 
 from flagproxy.evaluator import CACHE_NEVER, CACHE_SNAPSHOT
 from flagproxy.http.etag import weak_etag
-from flagproxy.image import ImageError, dump_image, load_image
+from flagproxy.image import ImageError, LoadedImage, dump_image, load_image, load_image_steps
 from flagproxy.snapshot import compile_snapshot
 from flagproxy.sync.documents import check_document, flag_count, read_document
 
@@ -39,10 +39,12 @@ __all__ = [
     "CACHE_SNAPSHOT",
     "Compiled",
     "ImageError",
+    "LoadedImage",
     "ServedSnapshot",
     "SnapshotStore",
     "compile_document",
     "compile_image",
+    "load_image_steps",
     "return_free_memory",
 ]
 
@@ -196,7 +198,14 @@ class SnapshotStore:
     ) -> ServedSnapshot:
         """Swap in what the sync compiled (`compile_image`); raises ImageError (nothing changes) if this
         process cannot use it, and the caller installs the document instead."""
-        loaded = load_image(image, self.custom_strategies)
+        return self.install_loaded(
+            load_image(image, self.custom_strategies), source, revision=revision, at_ms=at_ms
+        )
+
+    def install_loaded(
+        self, loaded: LoadedImage, source: str, *, revision: int | None = None, at_ms: int | None = None
+    ) -> ServedSnapshot:
+        """Swap in an image loaded already (step by step: flagproxy/instance/follower.py)."""
         engine, body = loaded.engine, loaded.features_body
         del loaded
         return self._swap(engine, body, source, revision, at_ms)

@@ -18,7 +18,7 @@ import pytest
 import flagproxy
 from benchmarks.datasets import snapshot_payload
 from flagproxy.evaluator import CACHE_NEVER, engine_class
-from flagproxy.image import ImageError, dump_image, load_image
+from flagproxy.image import ImageError, dump_image, load_image, load_image_steps
 from flagproxy.snapshot import compile_snapshot
 from flagproxy.strategies import load_strategies_file
 from tests.conformance.spec_cases import CASES
@@ -83,6 +83,26 @@ def test_a_loaded_image_answers_as_the_engine_it_was_made_of() -> None:
     assert type(loaded.engine) is engine_class()
     assert loaded.features_body == orjson.dumps({"version": 2, "features": snapshot.state["features"]})
     _assert_same_answers(snapshot.engine, loaded.engine, _contexts(300))
+
+
+def test_an_image_loads_a_batch_at_a_time_into_the_same_engine() -> None:
+    """A worker that serves loads an image step by step (load_image_steps), answering requests between two
+    steps: a 2000-flag image is many small steps, and the engine they make answers as the one made whole."""
+    snapshot, image = _image(snapshot_payload(2000))
+    steps = load_image_steps(image)
+    count = 0
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            stepped = done.value
+            break
+        count += 1
+    assert count > 10  # batches of about BATCH_WEIGHT objects, not the image in one piece
+    whole = load_image(image)
+    assert stepped.features_body == whole.features_body
+    _assert_same_answers(snapshot.engine, stepped.engine, _contexts(200))
+    _assert_same_answers(whole.engine, stepped.engine, _contexts(200))
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.id)

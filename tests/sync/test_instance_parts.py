@@ -11,7 +11,7 @@ import pytest
 
 from flagproxy.instance.follower import Follower
 from flagproxy.instance.leader import Instance, InstanceFolderError
-from flagproxy.instance.store import SnapshotStore, compile_image
+from flagproxy.instance.store import CACHE_NEVER, SnapshotStore, compile_document, compile_image
 from flagproxy.sync.publication import Publication
 from flagproxy.sync.spool import UsageSpool
 from flagproxy.sync.usage import UsageCollector
@@ -96,6 +96,31 @@ def test_the_follower_installs_each_revision_once_and_keeps_the_last_good_one(tm
     changed = {"version": 2, "features": [{"name": "b", "enabled": True, "strategies": []}]}
     instance.publication.publish(orjson.dumps(changed), "upstream")
     assert follower.load() is True and store.current.names == ("b",) and store.revision == 3
+
+
+def test_a_serving_follower_loads_the_image_step_by_step_into_the_same_snapshot(tmp_path):
+    """While it serves, a worker reads the published file in a thread and loads its image a batch at a
+    time (`follow`); what it swaps in is what a load before listening makes, byte for byte."""
+    from benchmarks.datasets import snapshot_payload
+
+    instance = Instance(str(tmp_path))
+    document = orjson.dumps(snapshot_payload(1500))
+    instance.publication.publish(document, "upstream", compile_document(document).image)
+    before, serving = SnapshotStore(), SnapshotStore()
+    assert _follower(instance, before, UsageCollector()).load() is True
+    follower = _follower(instance, serving, UsageCollector())
+    assert asyncio.run(follower.follow()) is True and asyncio.run(follower.follow()) is False
+    assert follower.logger.lines == []  # the image was loaded, not the document compiled
+    assert serving.revision == before.revision == 1
+    assert serving.current.features_body == before.current.features_body
+    assert serving.current.features_etag == before.current.features_etag
+    compared = 0
+    for context in ({"userId": "1"}, {"userId": "2", "properties": {"tier": "gold"}}, {}):
+        answer = before.current.evaluate_all_body(context, True)
+        if answer[1] != CACHE_NEVER:  # not when a flag answered at random
+            assert serving.current.evaluate_all_body(context, True) == answer
+            compared += 1
+    assert compared >= 2
 
 
 @pytest.mark.parametrize("metrics_on", [True, False])
