@@ -30,6 +30,7 @@ import ctypes.util
 import multiprocessing
 import os
 import signal
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -77,6 +78,13 @@ def _start_compile_process() -> None:
         os.nice(COMPILE_NICENESS)
 
 
+def _lower_this_thread() -> None:
+    """Linux: a thread has a nice value of its own (setpriority on its thread id)."""
+    with contextlib.suppress(OSError, AttributeError):
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + COMPILE_NICENESS)
+
+
 def _compile_document(document: bytes, strategy_names: Sequence[str]) -> tuple[Compiled, list[str]]:
     """In the compile process: `document` compiled (flagproxy/instance/store.py) and its warnings."""
     warnings = _Warnings()
@@ -97,15 +105,26 @@ class ImageCompiler:
         self.logger = logger
         self.apart = apart
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+        self._thread: concurrent.futures.ThreadPoolExecutor | None = None
 
     def _here(self, document: bytes) -> Compiled:
         compiled = compile_document(document, custom_strategies=self.custom_strategies, logger=self.logger)
         return_free_memory()  # what the compile freed: the sync's process serves nothing from it
         return compiled
 
+    async def _in_thread(self, document: bytes) -> Compiled:
+        """In this process, in a thread of its own at COMPILE_NICENESS: the sync's loop (the leader's, which
+        also answers the edge workers' questions) is not held for the whole compile, and the workers and
+        the load on the machine go first."""
+        if self._thread is None:
+            self._thread = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="flagproxy-compile", initializer=_lower_this_thread
+            )
+        return await asyncio.get_running_loop().run_in_executor(self._thread, self._here, document)
+
     async def compile(self, document: bytes) -> Compiled:
         if not self.apart():
-            return self._here(document)
+            return await self._in_thread(document)
         if self._pool is None:
             self._pool = concurrent.futures.ProcessPoolExecutor(
                 max_workers=1,
@@ -120,7 +139,7 @@ class ImageCompiler:
         except concurrent.futures.BrokenExecutor as exc:
             self.logger.warn(f"The compile process stopped ({exc!r}); compiling this document here")
             self.close()
-            return self._here(document)
+            return await self._in_thread(document)
         for warning in warnings:
             self.logger.warn(warning)
         return compiled
@@ -129,3 +148,6 @@ class ImageCompiler:
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.shutdown(wait=False, cancel_futures=True)
