@@ -5,9 +5,10 @@ swaps one reference, so a request sees either the old snapshot or the new one, n
 that does not depend on the request is done once per snapshot: the /proxy/client/features body and its
 ETag.
 
-Two ways in: `install(payload)` compiles a document here; `install_image(image)` loads what the instance's
-sync compiled once for every worker (`compile_image`, flagproxy/image.py), which spares each worker the
-compile and the memory a compile leaves behind. Workers take the image and fall back to the document.
+Two ways in: `install(payload)` compiles a document here; `install_image(image)` (or `install_loaded`, once
+loaded a batch at a time) loads what the instance's sync compiled once for every worker (`compile_document`
+from the upstream's bytes, flagproxy/image.py), which spares each worker the compile and the memory a
+compile leaves behind. Workers take the image and fall back to the document.
 
 A served snapshot keeps only what requests use: the engine (through its bound methods), the flag names
 and the features body. The payload, the hydrated state and the Snapshot object around them are dropped
