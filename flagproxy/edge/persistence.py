@@ -15,6 +15,7 @@ published feed goes to `feed_changed`, every change of the validated tokens to `
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -143,6 +144,12 @@ def redis_target(values: dict[str, Any], named: dict[str, str]) -> RedisTarget |
             ) from None
         username, password = parts.username, parts.password
         hostname, path, query = parts.hostname or "", parts.path, parts.query
+        # What redis-py takes without complaint at the first connection: a database number (`/N`, or
+        # `?db=N` after a socket's path), nothing else.
+        if scheme != "unix" and (query or not re.fullmatch(r"/?|/\d+", path)):
+            raise ConfigError(f"{label('redis_url')}: after the host, only a database number (/0) is taken")
+        if scheme == "unix" and query and not re.fullmatch(r"db=\d+", query):
+            raise ConfigError(f"{label('redis_url')}: after the socket's path, only ?db=N is taken")
     else:
         scheme = REDIS_SCHEMES[scheme_name]
         username = password = None

@@ -54,10 +54,12 @@ class RedisPersistence(Persistence):
         self.writer = Redis.from_url(
             target.url, socket_timeout=target.write_timeout, socket_connect_timeout=target.write_timeout
         )
-        self.environments: dict[str, dict[str, Any]] = {}  # what Redis held at start, by environment
+        # What Redis held at start by environment, and each feed's latest document, as JSON bytes: the
+        # leader serves nothing from them, and bytes take a fraction of the parsed documents' memory.
+        self.environments: dict[str, bytes] = {}
         self.saved_tokens: list[dict[str, Any]] | None = None
         self.saved_event_ids: dict[str, int] = {}
-        self.documents: dict[Scope, dict[str, Any]] = {}  # each feed's latest document
+        self.documents: dict[Scope, bytes] = {}
         self.event_ids: dict[Scope, int] = {}
         self.tokens: list[dict[str, Any]] | None = None
         self.written: tuple[bytes | None, ...] = (None, None, None)
@@ -77,7 +79,7 @@ class RedisPersistence(Persistence):
             pairs = self._json(FEATURES_KEY, features)
             for pair in pairs if isinstance(pairs, list) else ():
                 if isinstance(pair, list) and len(pair) == 2 and is_features_document(pair[1]):
-                    self.environments[str(pair[0])] = pair[1]
+                    self.environments[str(pair[0])] = orjson.dumps(pair[1])
         if tokens is not None:
             listed = self._json(TOKENS_KEY, tokens)
             self.saved_tokens = [
@@ -98,9 +100,10 @@ class RedisPersistence(Persistence):
 
     def restore_feed(self, scope: Scope) -> tuple[dict[str, Any], int | None] | None:
         """The feed's flags from its environment's document, if that document holds the feed's projects."""
-        document = self.environments.get(scope[0])
-        if document is None:
+        raw = self.environments.get(scope[0])
+        if raw is None:
             return None
+        document = orjson.loads(raw)
         held = _projects(document)
         wanted = set(scope[1])
         if held is not None and ALL_PROJECTS not in held and (ALL_PROJECTS in wanted or not wanted <= held):
@@ -117,7 +120,7 @@ class RedisPersistence(Persistence):
     # ---- changes and writes -------------------------------------------------------------------------
 
     def feed_changed(self, scope: Scope, payload: dict[str, Any], event_id: int) -> None:
-        self.documents[scope] = payload
+        self.documents[scope] = orjson.dumps(payload)
         self.event_ids[scope] = event_id
         self.changed.set()
 
@@ -176,10 +179,10 @@ class RedisPersistence(Persistence):
     def _environments(self) -> dict[str, dict[str, Any]]:
         """Each environment's document: what Redis held at start, with the projects this edge syncs
         replaced by its feeds' latest documents (a feed of every project replaces it whole)."""
-        merged = dict(self.environments)
+        merged = {environment: orjson.loads(raw) for environment, raw in self.environments.items()}
         by_environment: dict[str, list[tuple[tuple[str, ...], dict[str, Any]]]] = {}
-        for (environment, projects), document in self.documents.items():
-            by_environment.setdefault(environment, []).append((projects, document))
+        for (environment, projects), raw in self.documents.items():
+            by_environment.setdefault(environment, []).append((projects, orjson.loads(raw)))
         for environment, feeds in by_environment.items():
             whole = next((doc for projects, doc in feeds if ALL_PROJECTS in projects), None)
             if whole is not None:

@@ -331,6 +331,8 @@ def test_a_redis_that_refuses_at_start_costs_one_line(counting: CountingUpstream
         (["--s3-bucket-name", "flags"], "--s3-bucket-name: S3 persistence is not supported"),
         (["--redis-url", "redis://127.0.0.1:1", "--backup-folder", "/tmp"], "choose one place"),
         (["--redis-url", "http://127.0.0.1:1"], "--redis-url: give a redis://"),
+        (["--redis-url", "redis://127.0.0.1:1/cache"], "--redis-url: after the host, only a database"),
+        (["--redis-url", "redis://127.0.0.1:1/0?socket_timeout=x"], "--redis-url: after the host"),
         (["--redis-password", "pw"], "--redis-password needs --redis-url or --redis-host"),
     ],
 )
