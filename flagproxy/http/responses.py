@@ -135,7 +135,8 @@ class PreparedResponse(HTTPResponse):
     async def send(self, data: Any = None, end_stream: bool | None = None) -> None:
         stream = self.stream
         if (
-            data is None
+            _SANIC_FITS
+            and data is None
             and self.status == 200
             and type(stream) is Http
             and stream.stage is Stage.HANDLER
@@ -161,6 +162,13 @@ class PreparedResponse(HTTPResponse):
 
 
 _OK_DATE = b"HTTP/1.1 200 OK\r\nDate: "
+# The one-write path sets Sanic's own connection state (sanic.http.Http, whose slots are these) as its
+# http1_response_header does. pyproject allows any Sanic from 25.3 on: a release that renames or drops one of
+# them sends every answer Sanic's way instead of failing requests.
+_SANIC_FITS = {
+    "_send", "protocol", "stage", "keep_alive", "head_only", "expecting_continue",
+    "response", "response_func", "response_size",
+} <= set(getattr(Http, "__slots__", ())) and {"HANDLER", "IDLE"} <= set(Stage.__members__)  # fmt: skip
 _KEEP_ALIVE_END = b"\r\nconnection: keep-alive\r\n\r\n"
 _CLOSE_END = b"\r\nconnection: close\r\n\r\n"
 
