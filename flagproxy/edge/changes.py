@@ -90,7 +90,7 @@ class ChangeLog:
         ]
         for name, feature in features.items():
             before = self.features.get(name)
-            if before != feature:
+            if before is not feature and before != feature:  # the same object: kept from the last state
                 old = None if before is None else _project(before)
                 updated.append({**head, "type": "feature-updated", "feature": feature, "oldProject": old})
         for name, before in self.features.items():
@@ -136,13 +136,31 @@ class FeedLog:
     events: tuple[DeltaEvent, ...]
 
     @classmethod
-    def read(cls, published: Any) -> FeedLog | None:
-        """The log published with a feed's document (None from an edge that published none)."""
-        log = published.get("delta") if isinstance(published, Mapping) else None
-        if not isinstance(log, Mapping):
+    def read(cls, published: Any, before: FeedLog | None = None) -> FeedLog | None:
+        """The log published with a feed's document (None from an edge that published none). Events
+        `before` (this worker's previous view of the same log) already has are reused, not parsed again:
+        the leader only appends and drops the oldest, so the kept records are a suffix of its events."""
+        log = _log_of(published)
+        if log is None:
             return None
-        events = tuple(e for e in (_event(record) for record in log.get("events", ())) if e is not None)
+        records = log.get("events", ())
+        known = before.last if before is not None else None
+        new = [record for record in records if known is None or int(record["eventId"]) > known]
+        old = len(records) - len(new)
+        kept = before.events[len(before.events) - old :] if before is not None and old > 0 else ()
+        events = tuple(kept) + tuple(e for e in (_event(record) for record in new) if e is not None)
         return cls(int(log["eventId"]), int(log["floor"]), events)
 
     def after(self, event_id: int) -> tuple[DeltaEvent, ...]:
         return tuple(event for event in self.events if event.event_id > event_id)
+
+
+def _log_of(published: Any) -> Mapping[str, Any] | None:
+    log = published.get("delta") if isinstance(published, Mapping) else None
+    return log if isinstance(log, Mapping) else None
+
+
+def published_event_id(published: Any) -> int:
+    """The event id of a published revision (0 when it carries no log)."""
+    log = _log_of(published)
+    return int(log["eventId"]) if log is not None else 0

@@ -80,7 +80,7 @@ class Feeds:
         persistence: Any = None,  # flagproxy/edge/persistence.py's Persistence, which imports this module
         *,
         compile_apart: bool = False,
-        kept_events: int = 1000,
+        kept_events: int = 100,
     ) -> None:
         self.directory = directory
         self.logger = logger
@@ -131,7 +131,7 @@ class Feeds:
             if self._refused(feed, exc):
                 return False
             image = None
-        return self._published(feed, payload, image, source, save)
+        return self._published(feed, payload, image, source, save, self._changes(feed).record(payload))
 
     async def update(self, feed: Scope, document: bytes) -> bool:
         """A feed's new document from the upstream (the bytes it sent), as `publish`; once the feed is
@@ -150,7 +150,13 @@ class Feeds:
             if self._refused(feed, exc):
                 return False
             image = None
-        return self._published(feed, payload, image, "upstream", True, document)
+        # Comparing the document with the last one is tens of milliseconds at 5000 flags: in a thread, so
+        # a serving loop the leader shares gets the GIL back between the interpreter's switches.
+        log = await asyncio.to_thread(self._changes(feed).record, payload)
+        return self._published(feed, payload, image, "upstream", True, log, document)
+
+    def _changes(self, feed: Scope) -> ChangeLog:
+        return self.changes.setdefault(feed, ChangeLog(self.kept_events))
 
     def _refused(self, feed: Scope, exc: Exception) -> bool:
         """A compile that failed: True when the document is refused (no features document, or of the wrong
@@ -170,10 +176,11 @@ class Feeds:
         image: bytes | None,
         source: str,
         save: bool,
+        log: Any,
         document: bytes | None = None,  # the payload's JSON as the upstream sent it, if it came so
     ) -> bool:
-        changes = self.changes.setdefault(feed, ChangeLog(self.kept_events))
-        log = changes.record(payload)
+        """`log`: the feed's delta log after this document (ChangeLog.record), published with it."""
+        changes = self._changes(feed)
         published = document if document is not None else orjson.dumps(payload)
         self.feeds[feed].publish(published, source, image, extra={"delta": log})
         self.flags[feed] = flag_count(payload)
@@ -201,7 +208,7 @@ class Feeds:
             return False
         payload, event_id = saved
         if event_id is not None:  # delta event ids go on from the last run's
-            self.changes.setdefault(feed, ChangeLog(self.kept_events)).continue_after(event_id)
+            self._changes(feed).continue_after(event_id)
         return self.publish(feed, payload, source="backup", save=False)
 
     @property

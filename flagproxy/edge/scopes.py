@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from flagproxy.edge.changes import DEFAULT_PROJECT, FeedLog
+from flagproxy.edge.changes import DEFAULT_PROJECT, FeedLog, published_event_id
 from flagproxy.edge.feeds import Scope, covers, feed_file, index_stamp, read_index, scope_name
 from flagproxy.edge.tokens import ALL_PROJECTS, EdgeToken
 from flagproxy.http import delta as wire
@@ -75,8 +75,7 @@ class ServedScope:
                 self.logger.error(f"The features of {scope_name(self.scope)} could not be used: {exc}")
                 installed = False
         if installed:
-            log = FeedLog.read(published.extra)
-            self.event_id = log.last if log is not None else 0
+            self.event_id = published_event_id(published.extra)
         self.prefixed.clear()
         self.hydrations.clear()
         return installed
@@ -169,11 +168,11 @@ class Scopes:
 
     def _new_log(self, feed: Scope, published: Published) -> None:
         """The feed's log published with this revision; its new events to the open streams."""
-        log = FeedLog.read(published.extra)
-        if log is None:
-            return
         before = self.logs.get(feed)
-        if before is not None and log.last <= before.last:
+        if before is not None and published_event_id(published.extra) <= before.last:
+            return
+        log = FeedLog.read(published.extra, before)
+        if log is None:
             return
         self.logs[feed] = log
         if before is not None and self.on_changes is not None:

@@ -119,7 +119,7 @@ OPTIONS: tuple[Option, ...] = (
            group="persistence"),
     Option("s3_force_path_style", "S3_FORCE_PATH_STYLE", False, "bool", "not supported: refused at start",
            (EDGE,), group="persistence"),
-    Option("delta_kept_events", "DELTA_KEPT_EVENTS", 1000, "int",
+    Option("delta_kept_events", "DELTA_KEPT_EVENTS", 100, "int",
            "delta events kept per environment and project set for /api/client/delta and "
            "/api/client/streaming; a reader further behind gets a hydration", group="serving"),
     Option("max_streams", "MAX_STREAMS", 1000, "int",
@@ -238,7 +238,7 @@ class EdgeSettings:
     s3_bucket_name: str | None = None
     s3_force_path_style: bool = False
     redis: RedisTarget | None = None
-    delta_kept_events: int = 1000
+    delta_kept_events: int = 100
     max_streams: int = 1000
     disable_all_endpoint: bool = False
     trust_proxy: TrustProxy = field(default_factory=TrustProxy)
