@@ -120,6 +120,17 @@ def test_node_sdk_sees_every_change_through_edge_in_order(
     node_follows(through_edge, server, mode, tmp_path / "node.log")
 
 
+def test_node_sdk_polling_deltas_from_two_workers_sees_every_change_in_order(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """Each poll of the SDK may land on either worker: both answer with the same event ids."""
+    reader = RestartableEdge(server.url, "--workers", "2")
+    try:
+        node_follows(reader, server, {"type": "polling", "format": "delta"}, tmp_path / "node.log")
+    finally:
+        reader.stop()
+
+
 def test_python_sdk_streaming_sees_every_change_through_edge_in_order(
     server: ServerProcess, through_edge: RestartableEdge, tmp_path: Path
 ) -> None:
