@@ -25,6 +25,7 @@ from sanic import HTTPResponse, Request
 
 KEEP_ALIVE_SECONDS = 30.0
 KEEP_ALIVE = b": keep-alive\n\n"
+KEEP_ALIVE_SLOTS = 30  # the streams' keep-alives are spread over this many turns of KEEP_ALIVE_SECONDS
 EMPTY = b'{"events":[]}'
 MAX_PENDING = 64  # batches an open stream may have unsent before it catches up from the log instead
 NO_TAGS: frozenset[tuple[str, str]] = frozenset()
@@ -187,12 +188,13 @@ class Batch:
 class Subscriber:
     """One open stream's inbox."""
 
-    __slots__ = ("_ready", "behind", "keep_alive", "pending", "stopped")
+    __slots__ = ("_ready", "behind", "keep_alive", "pending", "slot", "stopped")
 
     def __init__(self) -> None:
         self.pending: list[Batch] = []
         self.behind = False  # batches were dropped: catch up from the log
         self.keep_alive = False  # a keep-alive comment is due
+        self.slot = 0  # which of Streams' keep-alive slots ticks it
         self.stopped = False
         self._ready = asyncio.Event()
 
@@ -233,13 +235,16 @@ class Streams:
     Streams hold no copy of the log: every stream gets the same batch objects and picks what it may see,
     and one that falls behind (MAX_PENDING batches unsent) drops them and catches up from the log, so a
     slow client costs a bounded amount of memory. One task ticks every stream every KEEP_ALIVE_SECONDS
-    (started with the first stream)."""
+    (started with the first stream), a slot of them at a time: ten thousand keep-alives at once would hold
+    the loop for a second, and a change arriving then would wait."""
 
     def __init__(self, max_streams: int, keep_alive_seconds: float = KEEP_ALIVE_SECONDS) -> None:
         self.max_streams = max_streams
         self.keep_alive_seconds = keep_alive_seconds
         self.subscribers: set[Subscriber] = set()
         self.stopping = False
+        self._slots: list[set[Subscriber]] = [set() for _ in range(KEEP_ALIVE_SLOTS)]
+        self._next_slot = 0
         self._ticker: asyncio.Task[None] | None = None
 
     def subscribe(self) -> Subscriber | None:
@@ -248,18 +253,23 @@ class Streams:
             return None
         subscriber = Subscriber()
         self.subscribers.add(subscriber)
+        subscriber.slot, self._next_slot = self._next_slot, (self._next_slot + 1) % KEEP_ALIVE_SLOTS
+        self._slots[subscriber.slot].add(subscriber)
         if self._ticker is None:
             self._ticker = asyncio.get_running_loop().create_task(self._keep_alive(), name="delta-keep-alive")
         return subscriber
 
     async def _keep_alive(self) -> None:
+        slot = 0
         while not self.stopping:
-            await asyncio.sleep(self.keep_alive_seconds)
-            for subscriber in list(self.subscribers):
+            await asyncio.sleep(self.keep_alive_seconds / KEEP_ALIVE_SLOTS)
+            for subscriber in list(self._slots[slot]):
                 subscriber.tick()
+            slot = (slot + 1) % KEEP_ALIVE_SLOTS
 
     def unsubscribe(self, subscriber: Subscriber) -> None:
         self.subscribers.discard(subscriber)
+        self._slots[subscriber.slot].discard(subscriber)
 
     def offer(self, batch: Batch) -> None:
         for subscriber in list(self.subscribers):
