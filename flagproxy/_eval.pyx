@@ -233,6 +233,67 @@ cdef inline uint32_t _hash(const HashPrefix* prefix, const uint8_t* data, Py_ssi
     return _finish(h, _tail_word(data, length), total)
 
 
+cdef enum:
+    SPLIT_BLOCKS = 16  # identifiers up to 64 bytes are split once per request; longer ones use _hash
+
+
+ctypedef struct SplitIdentifier:
+    # An identifier's bytes cut once per request for each of the four ways a prefix can leave 0..3 bytes
+    # over: the bytes that complete the prefix's last block (shifted into place), the whole blocks after
+    # them with MurmurHash3's k half of the block step already done (it does not depend on the running
+    # hash, so it need not be redone for each of the thousands of flags hashing the same userId), and the
+    # tail word. _split_hash then gives what _hash gives, for any prefix.
+    uint32_t head[4]
+    uint32_t tail[4]
+    int32_t n_blocks[4]
+    uint32_t blocks[4][SPLIT_BLOCKS]
+    int32_t length
+
+
+cdef inline uint32_t _mix_k(uint32_t k) noexcept nogil:
+    k *= 0xCC9E2D51U
+    k = _rotl32(k, 15)
+    return k * 0x1B873593U
+
+
+cdef void _split_init(SplitIdentifier* split, const uint8_t* data, Py_ssize_t length) noexcept nogil:
+    """`length` is at most 4 * SPLIT_BLOCKS."""
+    cdef int carry, i, j, start, n
+    cdef uint32_t head
+    split.length = <int32_t>length
+    for carry in range(4):
+        head = 0
+        start = 0
+        if carry:
+            start = 4 - carry if length >= 4 - carry else <int>length
+            for i in range(start):
+                head |= <uint32_t>data[i] << (8 * (carry + i))
+        split.head[carry] = head
+        n = <int>((length - start) // 4)
+        for j in range(n):
+            split.blocks[carry][j] = _mix_k(_read_block(data + start + 4 * j))
+        split.n_blocks[carry] = n
+        split.tail[carry] = _tail_word(data + start + 4 * n, length - start - 4 * n)
+
+
+cdef inline uint32_t _split_hash(const HashPrefix* prefix, const SplitIdentifier* split) noexcept nogil:
+    """_hash(prefix, the identifier's bytes) from the identifier's split."""
+    cdef uint32_t h = prefix.state
+    cdef int carry = prefix.carry_len
+    cdef Py_ssize_t total = prefix.length + split.length
+    cdef const uint32_t* blocks = split.blocks[carry]
+    cdef int j
+    if carry:
+        if split.length < 4 - carry:  # prefix leftovers and identifier together are the tail
+            return _finish(h, prefix.carry | split.head[carry], total)
+        h = _mix_block(h, prefix.carry | split.head[carry])
+    for j in range(split.n_blocks[carry]):
+        h ^= blocks[j]
+        h = _rotl32(h, 13)
+        h = h * 5 + 0xE6546B64U
+    return _finish(h, split.tail[carry], total)
+
+
 def normalized_hash(str group, str identifier, uint32_t modulus, uint32_t seed=0):
     """For tests: the same function as flagproxy._murmur_py.normalized_hash."""
     cdef HashPrefix prefix
@@ -449,6 +510,8 @@ cdef class _Evaluation:
     cdef bint bounded  # the clock bounds how long the answer holds:
     cdef int64_t until  # up to this second
     cdef bint never
+    cdef uint8_t split_state  # the default stickiness's identifier: 0 not split yet, 1 none or too long, 2 split
+    cdef SplitIdentifier split
 
     def __dealloc__(self):
         cdef int i
@@ -541,6 +604,28 @@ cdef class _Evaluation:
             return NULL
         size[0] = self.utf8_size[slot]
         return self.utf8[slot]
+
+    cdef inline const SplitIdentifier* default_split(self) except? NULL:
+        """The split of what default stickiness hashes (userId, else sessionId), made once per request;
+        NULL when neither is there (randomness decides) or it is too long to split (_hash does it)."""
+        if self.split_state == 2:
+            return &self.split
+        if self.split_state == 0:
+            return self.make_split()
+        return NULL
+
+    cdef const SplitIdentifier* make_split(self) except? NULL:
+        cdef const char* data
+        cdef Py_ssize_t size
+        self.split_state = 1
+        data = self.seed(FIELD_USER_ID, &size)
+        if data == NULL:
+            data = self.seed(FIELD_SESSION_ID, &size)
+        if data == NULL or size > 4 * SPLIT_BLOCKS:
+            return NULL
+        _split_init(&self.split, <const uint8_t*>data, size)
+        self.split_state = 2
+        return &self.split
 
     cdef int encode(self, int slot) except -1:
         """0 when the slot is missing, else 1 and its UTF-8 bytes in utf8[slot] and utf8_size[slot]."""
@@ -1207,12 +1292,17 @@ cdef class Engine:
         cdef Py_ssize_t size
         cdef char digits[8]
         cdef uint32_t bucket
+        cdef const SplitIdentifier* split
         if kind == STRATEGY_DEFAULT:
             return True
         if kind == STRATEGY_CONSTANT:  # among them, full and zero rollouts (decided at build time)
             return s.constant
         if kind == STRATEGY_FLEXIBLE_ROLLOUT:
             if s.stickiness == STICK_DEFAULT:
+                split = ev.default_split()
+                if split != NULL:
+                    bucket = _split_hash(&s.group if s.has_group else toggle, split) % ROLLOUT_MODULUS + 1
+                    return bucket <= <uint32_t>s.percentage
                 data = ev.seed(FIELD_USER_ID, &size)
                 if data == NULL:
                     data = ev.seed(FIELD_SESSION_ID, &size)
@@ -1285,7 +1375,8 @@ cdef class Engine:
         cdef const char* data
         cdef Py_ssize_t size
         cdef int32_t i, j
-        cdef uint32_t target, cumulative
+        cdef uint32_t target
+        cdef const SplitIdentifier* split
         if list_index < 0:
             return -1
         vl = &self._lists[list_index]
@@ -1299,6 +1390,10 @@ cdef class Engine:
         if vl.total == 0:
             return -1
         if vl.stickiness == STICK_DEFAULT:
+            split = ev.default_split()
+            if split != NULL:
+                target = _split_hash(&vl.group, split) % vl.total + 1
+                return self._variant_at(vl, target)
             data = ev.seed(FIELD_USER_ID, &size)
             if data == NULL:
                 data = ev.seed(FIELD_SESSION_ID, &size)
@@ -1310,7 +1405,12 @@ cdef class Engine:
             target = ev.random(vl.total)
         else:
             target = _bucket(&vl.group, <const uint8_t*>data, size, vl.total)
-        cumulative = 0
+        return self._variant_at(vl, target)
+
+    cdef inline int32_t _variant_at(self, const VariantList* vl, uint32_t target) noexcept:
+        """The variant whose weight range holds `target` (1..total), or -1."""
+        cdef uint32_t cumulative = 0
+        cdef int32_t i
         for i in range(vl.variants, vl.variants + vl.n_variants):
             cumulative += self._variants[i].weight
             if cumulative >= target:
