@@ -12,10 +12,10 @@ and nothing else (the compiled engine pickles as its C tables plus the objects t
 Engine.__reduce__ in flagproxy/_eval.pyx), so a worker holds what it uses: benchmarks/README.md has the
 figures. It also spares every worker the compile: N workers, one compile.
 
-An image is one stream of pickles sharing one memo: a header (format, version, evaluator, how many batches),
-the engine's own objects (strings, tuples, sets, dicts, the fragment blob) and the features body in batches
-of about BATCH_WEIGHT, then the engine and the body, which refer to what the batches made. Unpickling a
-batch takes a millisecond or less at 5000 flags, so a worker that serves loads a new image a batch at a time
+An image is one stream of pickles sharing one memo: a header (format, version, evaluator), the engine's own
+objects (strings, tuples, sets, dicts, the fragment blob) and the features body in lists of about
+BATCH_BYTES of pickle, then the engine and the body, which refer to what the lists made. Unpickling a list
+takes a millisecond or less at 5000 flags, so a worker that serves loads a new image a batch at a time
 between requests (`load_image_steps`, flagproxy/instance/follower.py) instead of stopping for all of it
 (10-25 ms at 5000 flags).
 
@@ -41,8 +41,9 @@ import regex
 import flagproxy
 from flagproxy.evaluator import engine_class
 
-_FORMAT = 2  # 2: header, batches, engine (load_image_steps); 1 was one pickle
-BATCH_WEIGHT = 4000  # objects and container items per batch of an image (`_batches`)
+_FORMAT = 3  # header, lists of objects, (engine, body): load_image_steps; 1 was one pickle
+BATCH_BYTES = 128 * 1024  # of pickle per list of an image's objects (unpickled in well under a millisecond)
+SPLIT = 64  # a container of more items is split into its items when an image's objects are batched
 _CONTAINERS = (tuple, list, dict, frozenset, set)
 _NOT_MEMOIZED = (int, float, bool, type(None), type)  # or pickled by name (classes): nothing to share
 _STRATEGY = "strategy"
@@ -103,76 +104,56 @@ class _ImageUnpickler(pickle.Unpickler):
 
 def dump_image(engine: Any, features_body: bytes, custom_strategies: Sequence[Any] = ()) -> bytes:
     """The image of a compiled engine and the features body served beside it: pickles in one stream with
-    one memo, the header first, then the engine's objects and the body in batches (`_batches`), then the
-    engine and the body, which name what the batches held by their memo entries."""
+    one memo, the header first, then the engine's objects and the body in lists of about BATCH_BYTES of
+    pickle (`_units`), then the engine and the body as a tuple, which name what the lists held by their
+    memo entries."""
     file = io.BytesIO()
     pickler = _ImagePickler(file, custom_strategies)
+    pickler.dump((_FORMAT, flagproxy.__version__, engine.implementation))
     # An engine reduces to new objects (its tables as bytes, the tuples around them) every time it is
     # pickled: only what two reductions share is the engine's own, and only that can go in a batch.
     first, again = engine.__reduce_ex__(5), engine.__reduce_ex__(5)
-    own = {id(item) for item in _walk((*again[1:], features_body))}
-    batches = list(_batches(_walk((*first[1:], features_body)), own, pickler))
-    pickler.dump((_FORMAT, flagproxy.__version__, engine.implementation, len(batches)))
-    for batch in batches:
+    own = {id(unit) for unit in _units((*again[1:], features_body))}
+    units = [unit for unit in _units((*first[1:], features_body)) if id(unit) in own]
+    del first, again
+    position, start, per_batch = file.tell(), 0, 64
+    while start < len(units):
+        batch = units[start : start + per_batch]
+        large = next(
+            (i for i, unit in enumerate(batch) if type(unit) is bytes and len(unit) > BATCH_BYTES), -1
+        )
+        if large >= 0:  # a large bytes object (the blob, the body) goes alone: one copy is a step's work
+            batch = batch[: large or 1]
         pickler.dump(batch)
-    del first, again, batches
+        start += len(batch)
+        # The next list's length from what this one took: a list of short strings and one of large
+        # tuples differ a hundredfold in bytes per unit.
+        written, position = file.tell() - position, file.tell()
+        per_batch = max(1, min(4 * per_batch, int(per_batch * BATCH_BYTES / max(written, 1))))
+    del units
     pickler.dump((engine, features_body))
     return file.getvalue()
 
 
-def _walk(roots: tuple[Any, ...]) -> Iterator[Any]:
-    """Every object under `roots`, each once, children before the containers that hold them (an iterative
-    walk: an image nests only a few levels, but its tuples are long)."""
+def _units(roots: tuple[Any, ...]) -> Iterator[Any]:
+    """What an engine's reduction holds, split down to pieces small enough to batch: the reduction's own
+    containers (two levels) and any container of more than SPLIT items are opened, everything else is a
+    unit the pickler writes whole. Each unit once, children before the containers that hold them."""
     seen: set[int] = set()
-    stack: list[tuple[Any, bool]] = [(item, False) for item in reversed(roots)]
+    stack: list[tuple[Any, int]] = [(root, 0) for root in reversed(roots)]
     while stack:
-        item, expanded = stack.pop()
-        kind = type(item)
-        if expanded:
-            yield item
-            continue
+        item, depth = stack.pop()
         if id(item) in seen:
             continue
         seen.add(id(item))
-        if kind in _CONTAINERS:
-            stack.append((item, True))
-            children = (*item.keys(), *item.values()) if kind is dict else tuple(item)
-            stack.extend((child, False) for child in reversed(children))
-        else:
-            yield item
-
-
-def _batches(objects: Iterator[Any], own: set[int], pickler: _ImagePickler) -> Iterator[list[Any]]:
-    """The objects of an image that the pickle memoizes and the engine owns (`own`), in lists of about
-    BATCH_WEIGHT: an object, a container's item and a kilobyte of bytes count one. Unpickling one list
-    takes about a millisecond at most, so a worker can load an image between requests
-    (`load_image_steps`)."""
-    batch: list[Any] = []
-    weight = 0
-    for item in objects:
         kind = type(item)
-        if id(item) not in own or kind in _NOT_MEMOIZED or not _memoized(pickler, item):
+        if kind in _CONTAINERS and (depth < 2 or len(item) > SPLIT):
+            children = (*item.keys(), *item.values()) if kind is dict else tuple(item)
+            stack.extend((child, depth + 1) for child in reversed(children))
             continue
-        batch.append(item)
-        if kind in _CONTAINERS:
-            weight += 1 + len(item)
-        elif kind is bytes:
-            weight += 1 + len(item) // 1024
-        else:
-            weight += 1
-        if weight >= BATCH_WEIGHT:
-            yield batch
-            batch, weight = [], 0
-    if batch:
-        yield batch
-
-
-def _memoized(pickler: _ImagePickler, item: Any) -> bool:
-    """Whether pickle keeps `item` in its memo: not an empty container, not what goes by reference (a
-    regex, a custom strategy), which would be made again at every mention anyway."""
-    if type(item) in _CONTAINERS:
-        return bool(item)
-    return pickler.persistent_id(item) is None
+        if kind in _NOT_MEMOIZED or (kind in _CONTAINERS and not item):
+            continue  # not memoized: nothing to share
+        yield item
 
 
 def load_image(data: bytes | memoryview, custom_strategies: Sequence[Any] = ()) -> LoadedImage:
@@ -200,14 +181,14 @@ def load_image_steps(
         raise
     except Exception as exc:  # truncated, corrupt or of another layout: all mean "compile instead"
         raise ImageError(f"an unreadable snapshot image: {exc!r}") from exc
-    if not (isinstance(header, tuple) and len(header) == 4 and header[:3] == expected):
+    if header != expected:
         made_by = header[0] if isinstance(header, tuple) and len(header) == 3 else header
         raise ImageError(f"a snapshot image made by {made_by!r}, not {expected!r}")
-    for _ in range(header[3]):
+    while True:
         yield
-        _step(unpickler)
-    yield
-    last = _step(unpickler)
+        last = _step(unpickler)
+        if type(last) is not list:  # the batches are lists; the engine and body come last, as a tuple
+            break
     if not (isinstance(last, tuple) and len(last) == 2):
         raise ImageError("an unreadable snapshot image: no engine at its end")
     engine, features_body = last

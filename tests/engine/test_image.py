@@ -98,7 +98,7 @@ def test_an_image_loads_a_batch_at_a_time_into_the_same_engine() -> None:
             stepped = done.value
             break
         count += 1
-    assert count > 10  # batches of about BATCH_WEIGHT objects, not the image in one piece
+    assert count > 10  # lists of about BATCH_BYTES of pickle, not the image in one piece
     whole = load_image(image)
     assert stepped.features_body == whole.features_body
     _assert_same_answers(snapshot.engine, stepped.engine, _contexts(200))
