@@ -12,9 +12,15 @@ and nothing else (the compiled engine pickles as its C tables plus the objects t
 Engine.__reduce__ in flagproxy/_eval.pyx), so a worker holds what it uses: benchmarks/README.md has the
 figures. It also spares every worker the compile: N workers, one compile.
 
-An image is one stream of pickles sharing one memo: a header (format, version, evaluator), the engine's own
-objects (strings, tuples, sets, dicts, the fragment blob) and the features body in lists of about
-BATCH_BYTES of pickle, then the engine and the body, which refer to what the lists made. Unpickling a list
+An image is a short prefix, one stream of pickles sharing one memo, then the features body as it is. The
+prefix: a mark, the digest of what the engine was compiled from (`evaluation_of`: the compiler's
+`evaluation_digest`, zeros when unknown) and where the body starts. The stream: a header (format, version,
+evaluator), the engine's own objects (strings, tuples, sets, dicts, the fragment blob) in lists of about
+BATCH_BYTES of pickle, then the engine, which refers to what the lists made. Two images with the same
+digest answer every toggle request alike however their bodies differ (a flag's description, say): a worker
+that has the one keeps its engine and its response cache for the other, and reads only the new body
+(`features_body_of`). The digest is of the document, not of the stream: an engine's tables pickle with the
+addresses of what they point to, which differ at every compile. Unpickling a list
 takes a millisecond or less at 5000 flags, so a worker that serves loads a new image a batch at a time
 between requests (`load_image_steps`, flagproxy/instance/follower.py) instead of stopping for all of it
 (10-25 ms at 5000 flags).
@@ -32,6 +38,7 @@ from __future__ import annotations
 
 import io
 import pickle
+import struct
 from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,7 +48,10 @@ import regex
 import flagproxy
 from flagproxy.evaluator import engine_class
 
-_FORMAT = 3  # header, lists of objects, (engine, body): load_image_steps; 1 was one pickle
+_FORMAT = 4  # prefix, header, lists of objects, engine, the body raw; 3 pickled (engine, body) last
+_MARK = b"FPI4"
+_PREFIX = struct.Struct("<4s16sQ")  # the mark, the document's evaluation digest, where the body starts
+_UNKNOWN = bytes(16)
 BATCH_BYTES = 128 * 1024  # of pickle per list of an image's objects (unpickled in well under a millisecond)
 SPLIT = 64  # a container of more items is split into its items when an image's objects are batched
 _CONTAINERS = (tuple, list, dict, frozenset, set)
@@ -69,6 +79,7 @@ class ImageError(ValueError):
 class LoadedImage:
     engine: Any
     features_body: bytes
+    evaluation: bytes | None = None  # the digest of what the engine was compiled from (`evaluation_of`)
 
 
 class _ImagePickler(pickle.Pickler):
@@ -102,19 +113,22 @@ class _ImageUnpickler(pickle.Unpickler):
         return self._strategies[name]
 
 
-def dump_image(engine: Any, features_body: bytes, custom_strategies: Sequence[Any] = ()) -> bytes:
+def dump_image(
+    engine: Any, features_body: bytes, custom_strategies: Sequence[Any] = (), evaluation: bytes | None = None
+) -> bytes:
     """The image of a compiled engine and the features body served beside it: pickles in one stream with
     one memo, the header first, then the engine's objects and the body in lists of about BATCH_BYTES of
     pickle (`_units`), then the engine and the body as a tuple, which name what the lists held by their
     memo entries."""
     file = io.BytesIO()
     pickler = _ImagePickler(file, custom_strategies)
+    file.write(bytes(_PREFIX.size))
     pickler.dump((_FORMAT, flagproxy.__version__, engine.implementation))
     # An engine reduces to new objects (its tables as bytes, the tuples around them) every time it is
     # pickled: only what two reductions share is the engine's own, and only that can go in a batch.
     first, again = engine.__reduce_ex__(5), engine.__reduce_ex__(5)
-    own = {id(unit) for unit in _units((*again[1:], features_body))}
-    units = [unit for unit in _units((*first[1:], features_body)) if id(unit) in own]
+    own = {id(unit) for unit in _units(again[1:])}
+    units = [unit for unit in _units(first[1:]) if id(unit) in own]
     del first, again
     position, start, per_batch = file.tell(), 0, 64
     while start < len(units):
@@ -131,8 +145,28 @@ def dump_image(engine: Any, features_body: bytes, custom_strategies: Sequence[An
         written, position = file.tell() - position, file.tell()
         per_batch = max(1, min(4 * per_batch, int(per_batch * BATCH_BYTES / max(written, 1))))
     del units
-    pickler.dump((engine, features_body))
+    pickler.dump(engine)
+    end = file.tell()
+    file.write(features_body)
+    file.getbuffer()[: _PREFIX.size] = _PREFIX.pack(_MARK, evaluation or _UNKNOWN, end)
     return file.getvalue()
+
+
+def evaluation_of(data: bytes | memoryview) -> bytes | None:
+    """The digest of what an image's engine was compiled from: equal digests, equal answers to every
+    toggle request. None when unknown, or for what is no image of this format."""
+    if len(data) < _PREFIX.size or bytes(data[:4]) != _MARK:
+        return None
+    digest = _PREFIX.unpack_from(data)[1]
+    return None if digest == _UNKNOWN else digest
+
+
+def features_body_of(data: bytes | memoryview) -> bytes:
+    """The features body an image carries, without loading its engine (an image of this format)."""
+    mark, _, start = _PREFIX.unpack_from(data)
+    if mark != _MARK or start > len(data):
+        raise ImageError("an unreadable snapshot image: no features body")
+    return bytes(memoryview(data)[start:])
 
 
 def _units(roots: tuple[Any, ...]) -> Iterator[Any]:
@@ -174,8 +208,14 @@ def load_image_steps(
     (flagproxy/instance/follower.py). Raises ImageError, at the first step for an image of another
     version, evaluator or build."""
     expected = (_FORMAT, flagproxy.__version__, engine_class().implementation)
+    evaluation = evaluation_of(data)
+    stream, features_body = memoryview(data), b""
+    if bytes(stream[:4]) == _MARK:  # else another format: its header says which, below
+        if _PREFIX.unpack_from(data)[2] > len(data):
+            raise ImageError("an unreadable snapshot image: truncated")
+        stream, features_body = stream[_PREFIX.size : _PREFIX.unpack_from(data)[2]], features_body_of(data)
     try:
-        unpickler = _ImageUnpickler(io.BytesIO(data), custom_strategies)
+        unpickler = _ImageUnpickler(io.BytesIO(stream), custom_strategies)
         header = unpickler.load()
     except ImageError:
         raise
@@ -187,14 +227,12 @@ def load_image_steps(
     while True:
         yield
         last = _step(unpickler)
-        if type(last) is not list:  # the batches are lists; the engine and body come last, as a tuple
+        if type(last) is not list:  # the batches are lists; the engine comes last
             break
-    if not (isinstance(last, tuple) and len(last) == 2):
-        raise ImageError("an unreadable snapshot image: no engine at its end")
-    engine, features_body = last
-    if type(engine) is not engine_class() or not isinstance(features_body, bytes):
+    engine = last
+    if type(engine) is not engine_class():
         raise ImageError(f"a snapshot image holding {type(engine).__name__}, not {engine_class().__name__}")
-    return LoadedImage(engine, features_body)
+    return LoadedImage(engine, features_body, evaluation)
 
 
 def _step(unpickler: _ImageUnpickler) -> Any:
@@ -206,4 +244,12 @@ def _step(unpickler: _ImageUnpickler) -> Any:
         raise ImageError(f"an unreadable snapshot image: {exc!r}") from exc
 
 
-__all__ = ["ImageError", "LoadedImage", "dump_image", "load_image", "load_image_steps"]
+__all__ = [
+    "ImageError",
+    "LoadedImage",
+    "dump_image",
+    "evaluation_of",
+    "features_body_of",
+    "load_image",
+    "load_image_steps",
+]

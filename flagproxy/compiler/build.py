@@ -7,6 +7,7 @@ Yggdrasil's behaviour (evaluation.md section 8) and it never fails the rest of t
 
 from __future__ import annotations
 
+import hashlib
 import socket
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -76,6 +77,27 @@ def build_flags(
         add_fragments(flag, feature)
         flags.append(flag)
     return flags, warnings
+
+
+# Every key of a feature that `build_flags` (and add_fragments) reads: what a toggle answer can depend on.
+# Keep it whole when the compiler comes to read another key: `evaluation_digest` hashes only these.
+EVALUATED_KEYS = ("name", "enabled", "impressionData", "variants", "dependencies", "strategies")
+
+
+def evaluation_digest(payload: Mapping[str, Any]) -> bytes | None:
+    """A digest of what compiling `payload` reads (each feature's EVALUATED_KEYS, in order, and the
+    segments): two documents with equal digests compile to engines that answer every request alike, so
+    an edit of anything else (a description, a timestamp) need not replace a served engine or its cached
+    answers. None for what is not a plain features document (delta events)."""
+    features = payload.get("features")
+    if not isinstance(features, list):
+        return None
+    kept = [
+        [feature.get(key) for key in EVALUATED_KEYS] if isinstance(feature, Mapping) else feature
+        for feature in features
+    ]
+    encoded = orjson.dumps([kept, payload.get("segments")], option=orjson.OPT_NON_STR_KEYS)
+    return hashlib.blake2b(encoded, digest_size=16).digest()
 
 
 def _segment_map(segments: Any) -> dict[int, list[Any]]:

@@ -60,7 +60,7 @@ def _evaluator(edge: EdgeApp, include_disabled: bool, post: bool) -> Handler:
         address = edge.remote_address(request) if snapshot.reads_remote_address else None
         cache = served.cache
         key = (route, raw, address)
-        hit = cache.get(snapshot, key) if cache is not None else None
+        hit = cache.get(snapshot.answers, key) if cache is not None else None
         if hit is not None:
             body, etag = hit.body, hit.etag
         else:
@@ -74,7 +74,7 @@ def _evaluator(edge: EdgeApp, include_disabled: bool, post: bool) -> Handler:
             body, valid_in = snapshot.evaluate_all_body(context, include_disabled)
             etag = weak_etag(body)
             if cache is not None:
-                cache.put(snapshot, key, body, etag, None, valid_in)
+                cache.put(snapshot.answers, key, body, etag, None, valid_in)
         return answer(request, body, etag, not post)  # POST answers are never 304
 
     return evaluate

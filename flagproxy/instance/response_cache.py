@@ -9,10 +9,11 @@ into the context is fixed per app (forced environment, app name), so equal keys 
 An answer is stored only as long as the engine says it stays true (`valid_in`, flagproxy/snapshot.py):
 for the whole snapshot, or up to the wall-clock second the clock bounds it by (a missing currentTime: until
 a scheduled date passes, or within the second its text was read), never when it used randomness or a
-custom strategy. A new snapshot empties the cache. One cache serves all the toggle
-routes of a worker, so its bound (RESPONSE_CACHE_MB, in bytes of bodies and keys) is the worker's; when it
-is reached the oldest entries go first (a dict keeps insertion order, so that costs nothing on a hit,
-unlike an LRU's reordering).
+custom strategy. A snapshot whose answers differ (a new engine: `ServedSnapshot.answers`) empties the
+cache; one that changed only what no toggle answer reads (a description) keeps it. One cache serves all
+the toggle routes of a worker, so its bound (RESPONSE_CACHE_MB, in bytes of bodies and keys) is the
+worker's; when it is reached the oldest entries go first (a dict keeps insertion order, so that costs
+nothing on a hit, unlike an LRU's reordering).
 
 An answer is kept only the second time its key is asked for (a doorkeeper, as in TinyLFU): a stream of
 one-off contexts would otherwise fill the cache with answers nobody asks for again, costing memory and,
@@ -56,8 +57,9 @@ class CachedAnswer:
 
 
 class ResponseCache:
-    """Answers of one worker; `get` and `put` take the snapshot they are for. A key is a tuple whose
-    str and bytes members are the request's input (their lengths count towards the bound)."""
+    """Answers of one worker; `get` and `put` take what they are valid for (`ServedSnapshot.answers`). A
+    key is a tuple whose str and bytes members are the request's input (their lengths count towards the
+    bound)."""
 
     __slots__ = ("_bodies", "_bytes", "_entries", "_seen", "_seen_count", "_snapshot", "hits", "max_bytes")
 

@@ -27,9 +27,18 @@ from typing import Any
 
 import orjson
 
+from flagproxy.compiler.build import evaluation_digest
 from flagproxy.evaluator import CACHE_NEVER, CACHE_SNAPSHOT
 from flagproxy.http.etag import weak_etag
-from flagproxy.image import ImageError, LoadedImage, dump_image, load_image, load_image_steps
+from flagproxy.image import (
+    ImageError,
+    LoadedImage,
+    dump_image,
+    evaluation_of,
+    features_body_of,
+    load_image,
+    load_image_steps,
+)
 from flagproxy.snapshot import compile_snapshot
 from flagproxy.sync.documents import check_document, flag_count, read_document
 
@@ -66,8 +75,9 @@ def compile_image(
     """What an instance's sync publishes beside each document: it compiled once, for every worker to load
     (flagproxy/image.py). Raises ValueError, as `install` does, if it is not a features document."""
     check_document(payload)
+    evaluation = evaluation_digest(payload)
     snapshot = compile_snapshot(payload, custom_strategies=custom_strategies, logger=logger)
-    return dump_image(snapshot.engine, features_body(snapshot.state), custom_strategies)
+    return dump_image(snapshot.engine, features_body(snapshot.state), custom_strategies, evaluation)
 
 
 @dataclass(frozen=True)
@@ -88,9 +98,10 @@ def compile_document(
     payload = read_document(document)
     flags = flag_count(payload)
     try:
+        evaluation = evaluation_digest(payload)
         snapshot = compile_snapshot(payload, custom_strategies=custom_strategies, logger=logger)
         del payload
-        image = dump_image(snapshot.engine, features_body(snapshot.state), custom_strategies)
+        image = dump_image(snapshot.engine, features_body(snapshot.state), custom_strategies, evaluation)
     except ValueError:
         raise
     except Exception as exc:
@@ -101,11 +112,15 @@ def compile_document(
 
 
 class ServedSnapshot:
-    """A compiled engine plus the per-snapshot response parts."""
+    """A compiled engine plus the per-snapshot response parts. `answers` is the same object for every
+    snapshot whose engine answers alike (`SnapshotStore.install_unchanged`): what the response cache is
+    valid for, so an edit no toggle answer reads (a description) keeps it."""
 
     __slots__ = (
+        "answers",
         "evaluate_all_body",
         "evaluate_named_body",
+        "evaluation",
         "features_body",
         "features_etag",
         "names",
@@ -114,7 +129,17 @@ class ServedSnapshot:
         "source",
     )
 
-    def __init__(self, engine: Any, features_body: bytes, revision: int, source: str) -> None:
+    def __init__(
+        self,
+        engine: Any,
+        features_body: bytes,
+        revision: int,
+        source: str,
+        evaluation: bytes | None = None,
+        answers: object | None = None,
+    ) -> None:
+        self.evaluation = evaluation  # the image's digest of the engine (flagproxy/image.py), if known
+        self.answers = answers if answers is not None else object()
         self.revision = revision
         self.source = source
         self.names = engine.names
@@ -207,19 +232,41 @@ class SnapshotStore:
         self, loaded: LoadedImage, source: str, *, revision: int | None = None, at_ms: int | None = None
     ) -> ServedSnapshot:
         """Swap in an image loaded already (step by step: flagproxy/instance/follower.py)."""
-        engine, body = loaded.engine, loaded.features_body
+        engine, body, evaluation = loaded.engine, loaded.features_body, loaded.evaluation
         del loaded
-        return self._swap(engine, body, source, revision, at_ms)
+        return self._swap(engine, body, source, revision, at_ms, evaluation)
+
+    def install_unchanged(
+        self, image: bytes | memoryview, source: str, *, revision: int | None = None, at_ms: int | None = None
+    ) -> ServedSnapshot | None:
+        """Swap in `image` keeping the served engine, when the image's engine is the served one (equal
+        digests: flagproxy/image.py): only its features body is new, and the response cache stays valid
+        (`answers`). None, with nothing changed, when the engines differ or are not known to be equal."""
+        current = self.current
+        evaluation = evaluation_of(image)
+        if current is None or evaluation is None or evaluation != current.evaluation:
+            return None
+        engine = current.evaluate_all_body.__self__
+        body = features_body_of(image)
+        return self._swap(engine, body, source, revision, at_ms, evaluation, current.answers)
 
     def _swap(
-        self, engine: Any, body: bytes, source: str, revision: int | None, at_ms: int | None
+        self,
+        engine: Any,
+        body: bytes,
+        source: str,
+        revision: int | None,
+        at_ms: int | None,
+        evaluation: bytes | None = None,
+        answers: object | None = None,
     ) -> ServedSnapshot:
         self.revision = revision if revision is not None else self.revision + 1
-        served = ServedSnapshot(engine, body, self.revision, source)
+        served = ServedSnapshot(engine, body, self.revision, source, evaluation, answers)
         del engine
         self.current = served
-        _freeze_long_lived_objects()
-        return_free_memory()
+        if answers is None:  # a new engine: freeze it, give back what the old one held
+            _freeze_long_lived_objects()
+            return_free_memory()
         self.last_update_ms = at_ms if at_ms is not None else int(time.time() * 1000)
         self.last_fetch_ms = max(self.last_fetch_ms, self.last_update_ms)
         return served

@@ -319,7 +319,7 @@ class _ProxyApp:
             except ClientError as error:
                 return self._client_error(request, error)
             key = (route, raw, remote_address(request)) if snapshot.reads_remote_address else (route, raw)
-            hit = cache.get(snapshot, key) if cache is not None else None
+            hit = cache.get(snapshot.answers, key) if cache is not None else None
             if hit is None:
                 try:
                     names, context = parse(raw)
@@ -349,7 +349,7 @@ class _ProxyApp:
                 collector.counts.count_outcomes(outcomes)
             etag = weak_etag(body)
             if cache is not None:
-                cache.put(snapshot, key, body, etag, outcomes, valid_in)
+                cache.put(snapshot.answers, key, body, etag, outcomes, valid_in)
             return answer(request, body, etag, conditional)
 
         return toggles

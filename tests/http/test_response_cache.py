@@ -228,3 +228,41 @@ def test_with_custom_enrichers_nothing_is_cached(upstream, proxy_factory, tmp_pa
     answers = [enabled(proxy, "u1") for _ in range(4)]
     assert answers == [set(), {"odd"}, set(), {"odd"}]
     assert hits(proxy) == 0
+
+
+def described(name: str, description: str, enabled: bool = True) -> dict[str, Any]:
+    return {
+        **flag(name, [{"name": "default", "parameters": {}}]),
+        "enabled": enabled,
+        "description": description,
+    }
+
+
+def test_an_edit_no_answer_reads_keeps_the_cached_answers_and_their_etag(upstream, proxy_factory):
+    """A description edit is a new revision (the server-side SDKs' document carries descriptions) but
+    answers the same: the cache goes on answering and the ETag stays; a real change still shows."""
+    upstream.payload = payload(described("first", "before"), described("second", "off", enabled=False))
+    proxy = proxy_factory(refresh_interval=50)
+
+    def answer() -> tuple[str, set[str]]:
+        status, headers, body = proxy.post("/proxy", {"context": {"userId": "edit"}}, key=KEY)
+        assert status == 200, body
+        return headers["etag"], {t["name"] for t in json.loads(body)["toggles"] if t["enabled"]}
+
+    def revision() -> int:
+        return json.loads(proxy.get("/proxy/status.json", key=KEY)[2])["revision"]
+
+    etag, names = answer()
+    assert answer() == answer() == (etag, {"first"})
+    before, first_revision = hits(proxy), revision()
+    assert before >= 1
+    upstream.payload = payload(described("first", "after"), described("second", "edited too", enabled=False))
+    wait_for(lambda: revision() > first_revision)
+    assert answer() == (etag, {"first"})
+    assert hits(proxy) == before + 1  # the first request after the edit is a hit: the cache was kept
+    edited_revision = revision()
+    upstream.payload = payload(described("first", "after"), described("second", "edited too"))
+    wait_for(lambda: revision() > edited_revision)
+    new_etag, names = answer()
+    assert names == {"first", "second"} and new_etag != etag
+    assert hits(proxy) == before + 1  # a new answer, computed: not from the cache
