@@ -12,7 +12,9 @@ data loss"). Only an event that changes the state publishes: a repeated hydratio
 no revision, so the workers' answers, ETags and response caches stay as they are.
 
 Applying costs a dictionary operation per event; the document is then published through the same path as a
-poll's (`on_update`: compiled apart from the serving loop, flagproxy/instance/compiler.py). Events that come
+poll's (`on_update`: compiled apart from the serving loop, flagproxy/instance/compiler.py), as JSON bytes
+joined from each feature's own (`DocumentEncoder`: only a feature the events replaced is encoded again, so
+a change of one flag at 5000 costs the loop a join, not an encode of the whole document). Events that come
 while a document is being compiled are applied meanwhile and published together once that compile is done.
 
 Reconnecting (Edge's policy): a stream that was up a while and ends is reconnected at once; a failure to
@@ -58,6 +60,29 @@ MAX_EVENT_BYTES = 256 * 1024 * 1024  # one event's data: a hydration of a very l
 
 # Why a stream ended (the Prometheus label of flagproxy_upstream_stream_connections_total): a closed set.
 ENDED, FAILED, REFUSED, TOLD_TO_POLL, REHYDRATE = "ended", "failed", "refused", "told_to_poll", "rehydrate"
+
+
+class DocumentEncoder:
+    """A DeltaState's full document as JSON bytes, each feature's bytes kept while the state holds the same
+    feature object (DeltaState replaces the object of a feature an event changes): the bytes equal
+    `orjson.dumps(state.document())`, for an encode of the changed features and a join of the rest."""
+
+    __slots__ = ("_encoded",)
+
+    def __init__(self) -> None:
+        self._encoded: dict[str, tuple[Any, bytes]] = {}
+
+    def document(self, state: DeltaState) -> bytes:
+        kept, encoded = self._encoded, {}
+        for name, feature in state.features.items():
+            entry = kept.get(name)
+            if entry is None or entry[0] is not feature:
+                entry = (feature, orjson.dumps(feature))
+            encoded[name] = entry
+        self._encoded = encoded  # what the state no longer holds is let go
+        segments = orjson.dumps(list(state.segments.values()))
+        features = b",".join(entry[1] for entry in encoded.values())
+        return b'{"version":2,"features":[' + features + b'],"segments":' + segments + b"}"
 
 
 @dataclass(frozen=True)
@@ -153,6 +178,7 @@ class StreamingSync:
         self.observer = observer  # SyncSeries (flagproxy/proxy/series.py) or None: stream_* methods
         self.clock = clock
         self.state = DeltaState()
+        self.encoder = DocumentEncoder()
         self.held = False  # whether a state was handed to `on_update` (or polled) yet
         self.last_event_id: str | None = None
         self.mode = "streaming"
@@ -288,7 +314,7 @@ class StreamingSync:
             self._changed.clear()
             try:
                 # As a poll hands its document over: JSON bytes (flagproxy/sync/upstream.py's Updated).
-                await self.on_update(orjson.dumps(self.state.document()))
+                await self.on_update(self.encoder.document(self.state))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a bug here must not end streaming for good

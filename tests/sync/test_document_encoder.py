@@ -1,0 +1,37 @@
+"""The streamed state's document as bytes (flagproxy/sync/stream.py DocumentEncoder): after any sequence of
+events it is exactly `orjson.dumps(state.document())`, the bytes a full encode gives, whatever it reused."""
+
+from __future__ import annotations
+
+import random
+
+import orjson
+
+from benchmarks.datasets import snapshot_payload
+from flagproxy.compiler.delta import DeltaState
+from flagproxy.sync.stream import DocumentEncoder
+
+
+def test_the_joined_document_is_the_full_encode_after_random_events() -> None:
+    payload = snapshot_payload(60)
+    rng = random.Random(24)
+    state, encoder = DeltaState(), DocumentEncoder()
+    state.apply([{"eventId": 1, "type": "hydration", **payload}])
+    assert encoder.document(state) == orjson.dumps(state.document())
+    for event_id in range(2, 300):
+        feature = dict(rng.choice(payload["features"]))
+        kind = rng.randrange(5)
+        if kind == 0:
+            event = {"type": "feature-removed", "featureName": feature["name"], "project": "default"}
+        elif kind == 1:
+            event = {"type": "feature-updated", "feature": {**feature, "enabled": rng.random() < 0.5}}
+        elif kind == 2:
+            event = {"type": "feature-updated", "feature": {**feature, "name": f"new-{event_id}"}}
+        elif kind == 3:
+            event = {"type": "segment-updated", "segment": {"id": rng.randrange(5), "constraints": []}}
+        else:
+            event = {"type": "hydration", **snapshot_payload(rng.randrange(1, 60))}
+        state.apply([{"eventId": event_id, **event}])
+        if rng.random() < 0.5:  # a publish now and then: what it kept must not go stale in between
+            assert encoder.document(state) == orjson.dumps(state.document())
+    assert encoder.document(state) == orjson.dumps(state.document())
