@@ -73,7 +73,9 @@ async def measure(flags: int, changes: int) -> dict[str, list[tuple[float, float
         lambda published: install_published_stepwise(store, published, _Quiet()),
     )
     state, encoder = DeltaState(), DocumentEncoder()
-    state.apply([{"eventId": 1, "type": "hydration", **payload}])
+    hydration = [{"eventId": 1, "type": "hydration", **payload}]
+    state.apply(hydration)
+    encoder.note(hydration)
     document = encoder.document(state)
     compiled = await compiler.compile(document)  # starts the compile process
     publication.publish(document, "upstream", compiled.image)
@@ -93,7 +95,9 @@ async def measure(flags: int, changes: int) -> dict[str, list[tuple[float, float
             await asyncio.sleep(0.2)  # the machine settles; the probe ticks
             probe.reset()
             cpu = time.thread_time()
-            state.apply([{"eventId": 2 + i, "type": "feature-updated", "feature": feature}])
+            events = [{"eventId": 2 + i, "type": "feature-updated", "feature": feature}]
+            state.apply(events)
+            encoder.note(events)
             document = encoder.document(state)
             compiled = await compiler.compile(document)
             await asyncio.to_thread(publication.publish, document, "upstream", compiled.image)

@@ -35,7 +35,7 @@ import asyncio
 import collections
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,26 +63,46 @@ ENDED, FAILED, REFUSED, TOLD_TO_POLL, REHYDRATE = "ended", "failed", "refused", 
 
 
 class DocumentEncoder:
-    """A DeltaState's full document as JSON bytes, each feature's bytes kept while the state holds the same
-    feature object (DeltaState replaces the object of a feature an event changes): the bytes equal
-    `orjson.dumps(state.document())`, for an encode of the changed features and a join of the rest."""
+    """A DeltaState's full document as JSON bytes, equal to `orjson.dumps(state.document())`, for an encode
+    of the features the events touched and a join of the rest. `note(events)` after each `state.apply`
+    mirrors what the state's dictionary did (an update keeps a flag's place or appends it, a removal pops
+    it, a hydration starts over), so the kept bytes stay in the state's order without walking it."""
 
     __slots__ = ("_encoded",)
 
     def __init__(self) -> None:
-        self._encoded: dict[str, tuple[Any, bytes]] = {}
+        self._encoded: dict[str, bytes | None] | None = None  # None: encode everything at the next publish
+
+    def note(self, events: Any) -> None:
+        encoded = self._encoded
+        for event in events:
+            if encoded is None:
+                return
+            if not isinstance(event, Mapping):
+                continue
+            kind = event.get("type")
+            if kind == "hydration":
+                self._encoded = encoded = None
+            elif kind == "feature-updated" and isinstance(event.get("feature"), Mapping):
+                encoded[event["feature"]["name"]] = None  # encoded again from the state at the publish
+            elif kind == "feature-removed" and isinstance(event.get("featureName"), str):
+                encoded.pop(event["featureName"], None)
+
+    def reset(self) -> None:
+        """The state was replaced whole (a poll's document)."""
+        self._encoded = None
 
     def document(self, state: DeltaState) -> bytes:
-        kept, encoded = self._encoded, {}
-        for name, feature in state.features.items():
-            entry = kept.get(name)
-            if entry is None or entry[0] is not feature:
-                entry = (feature, orjson.dumps(feature))
-            encoded[name] = entry
-        self._encoded = encoded  # what the state no longer holds is let go
+        features = state.features
+        encoded = self._encoded
+        if encoded is None or encoded.keys() != features.keys():  # a set comparison, in C
+            encoded = dict.fromkeys(features)
+        for name, kept in encoded.items():
+            if kept is None:
+                encoded[name] = orjson.dumps(features[name])
+        self._encoded = encoded
         segments = orjson.dumps(list(state.segments.values()))
-        features = b",".join(entry[1] for entry in encoded.values())
-        return b'{"version":2,"features":[' + features + b'],"segments":' + segments + b"}"
+        return b'{"version":2,"features":[' + b",".join(encoded.values()) + b'],"segments":' + segments + b"}"
 
 
 @dataclass(frozen=True)
@@ -300,7 +320,13 @@ class StreamingSync:
             self.logger.info(f"Streaming from {self.client.streaming_url}")
         self.last_event_id = event.id
         # The first state is published even when empty (an upstream without flags): it makes it ready.
-        if self.state.apply(events) or not self.held:
+        try:
+            changed = self.state.apply(events)
+        except BaseException:
+            self.encoder.reset()  # what it applied before failing is not known to the encoder
+            raise
+        self.encoder.note(events)
+        if changed or not self.held:
             self.held = True
             self._published.clear()
             self._changed.set()
@@ -335,6 +361,7 @@ class StreamingSync:
                 self.held = True
                 # What a hydration after this is compared with (installed already: well-typed JSON).
                 self.state = DeltaState(orjson.loads(result.document))
+                self.encoder.reset()
                 if result.fetch_mode == "streaming":
                     self.logger.info(f"Upstream {self.client.features_url} offers streaming again")
                     return

@@ -1,5 +1,6 @@
 """The streamed state's document as bytes (flagproxy/sync/stream.py DocumentEncoder): after any sequence of
-events it is exactly `orjson.dumps(state.document())`, the bytes a full encode gives, whatever it reused."""
+events (updates, removals, flags removed and added again, hydrations) it is exactly
+`orjson.dumps(state.document())`, the bytes a full encode gives, whatever it reused."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ def test_the_joined_document_is_the_full_encode_after_random_events() -> None:
     payload = snapshot_payload(60)
     rng = random.Random(24)
     state, encoder = DeltaState(), DocumentEncoder()
-    state.apply([{"eventId": 1, "type": "hydration", **payload}])
+    hydration = [{"eventId": 1, "type": "hydration", **payload}]
+    state.apply(hydration)
+    encoder.note(hydration)
     assert encoder.document(state) == orjson.dumps(state.document())
     for event_id in range(2, 300):
         feature = dict(rng.choice(payload["features"]))
@@ -31,7 +34,9 @@ def test_the_joined_document_is_the_full_encode_after_random_events() -> None:
             event = {"type": "segment-updated", "segment": {"id": rng.randrange(5), "constraints": []}}
         else:
             event = {"type": "hydration", **snapshot_payload(rng.randrange(1, 60))}
-        state.apply([{"eventId": event_id, **event}])
+        events = [{"eventId": event_id, **event}]
+        state.apply(events)
+        encoder.note(events)
         if rng.random() < 0.5:  # a publish now and then: what it kept must not go stale in between
             assert encoder.document(state) == orjson.dumps(state.document())
     assert encoder.document(state) == orjson.dumps(state.document())
