@@ -60,9 +60,8 @@ class Probe:
             self.worst = max(self.worst, time.perf_counter() - before - 0.001)
 
 
-async def measure(flags: int, changes: int) -> dict[str, list[tuple[float, float]]]:
+async def measure(flags: int, changes: int, folder: str) -> dict[str, list[tuple[float, float]]]:
     payload = snapshot_payload(flags)
-    folder = tempfile.mkdtemp(prefix="apply-cost-")
     publication = Publication(folder)
     compiler = ImageCompiler((), _Quiet(), apart=lambda: True)
     backup = FileStorageProvider(folder)
@@ -120,7 +119,8 @@ def main() -> None:
     parser.add_argument("--flags", type=int, default=5000)
     parser.add_argument("--changes", type=int, default=20)
     args = parser.parse_args()
-    results = asyncio.run(measure(args.flags, args.changes))
+    with tempfile.TemporaryDirectory(prefix="apply-cost-") as folder:
+        results = asyncio.run(measure(args.flags, args.changes, folder))
     print(f"{args.flags} flags, {args.changes} changes of each kind, --workers 1 path on one loop")
     for kind, runs in results.items():
         cpu = sorted(run[0] * 1000 for run in runs)
