@@ -107,7 +107,9 @@ class EdgeLeader:
         while not self.ready:
             await asyncio.sleep(READY_CHECK_SECONDS)
         s = self.settings
-        where = f"http://{s.interface}:{s.port}{s.base_path}"
+        # With --tls-enable the plain port serves nothing (or only redirects): name the HTTPS one.
+        scheme, port = ("https", s.tls_server_port) if s.tls_enable else ("http", s.port)
+        where = f"{scheme}://{s.interface}:{port}{s.base_path}"
         source = f"the file {s.bootstrap_file}" if self.offline else f"upstream {s.upstream_url}"
         self.logger.announce(
             f"flagproxy edge is ready at {where}: {sum(self.feeds.flags.values())} flags in "

@@ -75,6 +75,8 @@ def test_https_on_the_tls_port_for_every_route_and_nothing_on_the_plain_port(
     process, tls_port = _tls_edge(counting, ca)
     try:
         _wait_https_ready(process, tls_port, ca)
+        # the ready line names where it serves: the HTTPS port, not the plain one that serves nothing
+        assert f"is ready at https://127.0.0.1:{tls_port}:" in process.read_until("is ready at")
         context = ca.client_context()  # checks the chain and that the certificate names 127.0.0.1
         status, _, body = https_fetch(
             tls_port, "GET", "/api/frontend", context, {"Authorization": DEV_FRONTEND}
