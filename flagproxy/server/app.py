@@ -98,9 +98,6 @@ def create_app(settings: ServerSettings, name: str = "flagproxy-server") -> Serv
 
     @app.before_server_start
     async def open_database(app: ServerApp) -> None:
-        if os.environ.get("SANIC_WORKER_IDENTIFIER"):
-            # A worker process built its own app (and Sanic's default logging) from the factory.
-            configure_logging(settings.log_level)
         app.ctx.db = open_and_prepare(settings)
         if settings.delta_api:
             app.ctx.delta_feed = DeltaFeed(app.ctx.db, settings.max_streams)
@@ -116,4 +113,8 @@ def create_app(settings: ServerSettings, name: str = "flagproxy-server") -> Serv
     async def close_database(app: ServerApp) -> None:
         app.ctx.db.close()
 
+    if os.environ.get("SANIC_WORKER_IDENTIFIER"):
+        # A worker process built its own app (and Sanic's default logging) from the factory: set the level
+        # now, before Sanic logs "Starting worker" (info) ahead of before_server_start.
+        configure_logging(settings.log_level)
     return app

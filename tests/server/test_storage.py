@@ -270,3 +270,15 @@ def test_sigterm_while_workers_start_stops_the_server_cleanly(tmp_path: Path) ->
     assert terminate(process) == 0, log.read_text()
     # A worker stopped while it starts (its app still being built) stops quietly once started.
     assert "Traceback" not in log.read_text(), log.read_text()
+
+
+def test_workers_say_nothing_at_the_default_log_level(tmp_path: Path) -> None:
+    # LOG_LEVEL defaults to warn: Sanic's "Starting worker [pid]" (info) was printed by every worker of
+    # --workers N, logged before the worker's app had set the level.
+    log = tmp_path / "workers.log"
+    server = ServerProcess(
+        base_env(DATABASE_PATH=str(tmp_path / "flags.db")), ["--workers", "2"], log_path=str(log)
+    )
+    server.start()
+    assert server.stop() == 0, log.read_text()
+    assert log.read_text() == ""
