@@ -57,6 +57,7 @@ class TokenValidator:
         self.flush_scheduled = False
         self.flushing: set[asyncio.Task[None]] = set()  # held so they are not collected mid-flight
         self.upstream_calls = 0
+        self.failing: str | None = None  # the last failure said, so a retry each second says it once
         self.on_change: Callable[[], None] | None = None  # the set of valid tokens changed (backup)
         self.on_revoked: Callable[[], None] | None = None  # a revalidation refused a known token
         for token in trusted:
@@ -170,8 +171,11 @@ class TokenValidator:
         # made the next revalidation turn every validated token away.
         if isinstance(answer, str) or answer[0] != 200:
             reason = answer if isinstance(answer, str) else f"answered {answer[0]}"
-            self.logger.warn(f"Validating {len(secrets)} token(s) upstream failed: {reason}")
+            if reason != self.failing:
+                self.logger.warn(f"Validating {len(secrets)} token(s) upstream failed: {reason}")
+                self.failing = reason
             raise UpstreamUnavailable(reason)
+        self.failing = None
         body = answer[1]
         try:
             listed = orjson.loads(body)["tokens"]

@@ -239,3 +239,19 @@ def test_a_sync_token_refused_later_keeps_the_last_flags_and_says_which(
     said = "".join(process.stop())
     assert "the --tokens token *:development.**** is not allowed to read features" in said
     assert "sync-secret" not in said
+
+
+def test_a_failing_validation_is_said_once_while_it_lasts(
+    stub: CountingUpstream, started: list[EdgeProcess]
+) -> None:
+    # Not ready, the edge asks again every second: it printed the same WARN line at every attempt.
+    stub.validate_status = 401
+    process = edge(stub.url, [DEV_CLIENT])
+    started.append(process)
+    deadline = time.monotonic() + 30  # liveness only
+    while stub.validate_calls < 3:
+        assert time.monotonic() < deadline and process.popen.poll() is None, process.stop()
+        time.sleep(0.1)
+    process.stop()
+    printed = process.printed["stdout"] + process.printed["stderr"]
+    assert printed.count("Validating 1 token(s) upstream failed: answered 401") == 1, printed
