@@ -39,17 +39,26 @@ from flagproxy.sync.usage import UsageCollector
 WATCH_SECONDS = 0.1
 
 
+def _keep_engine(store: SnapshotStore, published: Published) -> bool:
+    """The same engine (flagproxy/image.py's digest): it and the response cache stay, only the features body
+    is new (a copy of its bytes: under a millisecond at 5000 flags). False when the image must be loaded."""
+    return store.install_unchanged(
+        published.image, published.source, revision=published.revision, at_ms=published.published_ms
+    )
+
+
 def install_published(store: SnapshotStore, published: Published, logger: Any) -> bool:
     """Swap `published` into `store`: the image the sync compiled, else the document compiled here;
     whether it was installed (a document that does not compile is said and skipped)."""
     if published.image is not None:
         try:
-            at_ms = published.published_ms
-            if store.install_unchanged(
-                published.image, published.source, revision=published.revision, at_ms=at_ms
-            ):
-                return True
-            store.install_image(published.image, published.source, revision=published.revision, at_ms=at_ms)
+            if not _keep_engine(store, published):
+                store.install_image(
+                    published.image,
+                    published.source,
+                    revision=published.revision,
+                    at_ms=published.published_ms,
+                )
             return True
         except ImageError as exc:
             logger.warn(f"Compiling revision {published.revision} of the features here: {exc}")
@@ -64,12 +73,7 @@ async def install_published_stepwise(store: SnapshotStore, published: Published,
     10-25 ms at each change."""
     if published.image is not None:
         try:
-            at_ms = published.published_ms
-            # The same engine (flagproxy/image.py's digest): it and the response cache stay, only the
-            # features body is new (a copy of its bytes: under a millisecond at 5000 flags).
-            if store.install_unchanged(
-                published.image, published.source, revision=published.revision, at_ms=at_ms
-            ):
+            if _keep_engine(store, published):
                 return True
             steps = load_image_steps(published.image, store.custom_strategies)
             await asyncio.to_thread(next, steps)
@@ -80,7 +84,9 @@ async def install_published_stepwise(store: SnapshotStore, published: Published,
                     loaded = done.value
                     break
                 await asyncio.sleep(0)
-            store.install_loaded(loaded, published.source, revision=published.revision, at_ms=at_ms)
+            store.install_loaded(
+                loaded, published.source, revision=published.revision, at_ms=published.published_ms
+            )
             return True
         except ImageError as exc:
             logger.warn(f"Compiling revision {published.revision} of the features here: {exc}")
