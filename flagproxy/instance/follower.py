@@ -31,6 +31,7 @@ from typing import Any
 
 import orjson
 
+from flagproxy.image import release_steps
 from flagproxy.instance.store import ImageError, SnapshotStore, load_image_steps, return_free_memory
 from flagproxy.sync.publication import Publication, Published
 from flagproxy.sync.spool import HANDOFF_SECONDS, UsageSpool
@@ -68,9 +69,10 @@ def install_published(store: SnapshotStore, published: Published, logger: Any) -
 async def install_published_stepwise(store: SnapshotStore, published: Published, logger: Any) -> bool:
     """`install_published` for a worker that is serving: the image is loaded a batch at a time
     (flagproxy/image.py `load_image_steps`, a millisecond or less each), the loop answering the requests
-    that came meanwhile from the old snapshot between two batches; its first step (which copies the image
-    out of the file's bytes) runs in a thread. At 5000 flags a load in one piece held every answer for
-    10-25 ms at each change."""
+    that came meanwhile from the old snapshot between two batches; its first step (which copies the
+    features body out of the file's bytes) runs in a thread. The replaced snapshot is freed the same way,
+    a list of its objects per loop turn (flagproxy/image.py `release_steps`). At 5000 flags a load in one
+    piece held every answer for 10-25 ms at each change, and freeing the old snapshot 4-10 ms more."""
     if published.image is not None:
         try:
             if _keep_engine(store, published):
@@ -84,9 +86,16 @@ async def install_published_stepwise(store: SnapshotStore, published: Published,
                     loaded = done.value
                     break
                 await asyncio.sleep(0)
+            replaced = store.current
             store.install_loaded(
                 loaded, published.source, revision=published.revision, at_ms=published.published_ms
             )
+            del loaded
+            # The old engine goes now; the objects it held stay in its parts, freed a list per loop turn.
+            parts = list(replaced.parts) if replaced is not None else []
+            del replaced
+            for _ in release_steps(parts):
+                await asyncio.sleep(0)
             return True
         except ImageError as exc:
             logger.warn(f"Compiling revision {published.revision} of the features here: {exc}")

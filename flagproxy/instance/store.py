@@ -124,6 +124,7 @@ class ServedSnapshot:
         "features_body",
         "features_etag",
         "names",
+        "parts",
         "reads_remote_address",
         "revision",
         "source",
@@ -137,7 +138,9 @@ class ServedSnapshot:
         source: str,
         evaluation: bytes | None = None,
         answers: object | None = None,
+        parts: tuple[list[Any], ...] = (),
     ) -> None:
+        self.parts = parts  # what the engine's objects were loaded in (flagproxy/image.py `release_steps`)
         self.evaluation = evaluation  # the image's digest of the engine (flagproxy/image.py), if known
         self.answers = answers if answers is not None else object()
         self.revision = revision
@@ -232,9 +235,9 @@ class SnapshotStore:
         self, loaded: LoadedImage, source: str, *, revision: int | None = None, at_ms: int | None = None
     ) -> ServedSnapshot:
         """Swap in an image loaded already (step by step: flagproxy/instance/follower.py)."""
-        engine, body, evaluation = loaded.engine, loaded.features_body, loaded.evaluation
+        engine, body, evaluation, parts = loaded.engine, loaded.features_body, loaded.evaluation, loaded.parts
         del loaded
-        return self._swap(engine, body, source, revision, at_ms, evaluation)
+        return self._swap(engine, body, source, revision, at_ms, evaluation, parts=parts)
 
     def install_unchanged(
         self, image: bytes | memoryview, source: str, *, revision: int | None = None, at_ms: int | None = None
@@ -248,7 +251,7 @@ class SnapshotStore:
             return None
         engine = current.evaluate_all_body.__self__
         body = features_body_of(image)
-        return self._swap(engine, body, source, revision, at_ms, evaluation, current.answers)
+        return self._swap(engine, body, source, revision, at_ms, evaluation, current.answers, current.parts)
 
     def _swap(
         self,
@@ -259,9 +262,10 @@ class SnapshotStore:
         at_ms: int | None,
         evaluation: bytes | None = None,
         answers: object | None = None,
+        parts: tuple[list[Any], ...] = (),
     ) -> ServedSnapshot:
         self.revision = revision if revision is not None else self.revision + 1
-        served = ServedSnapshot(engine, body, self.revision, source, evaluation, answers)
+        served = ServedSnapshot(engine, body, self.revision, source, evaluation, answers, parts)
         del engine
         self.current = served
         if answers is None:  # a new engine: freeze it, give back what the old one held

@@ -41,3 +41,44 @@ def test_a_compiled_engine_keeps_no_model_objects() -> None:
             found.append(item)
         stack.extend(gc.get_referents(item))
     assert len(seen) > 1000 and not found  # it did walk the tables' objects, and met no model object
+
+
+def test_a_serving_worker_frees_the_replaced_snapshot_a_part_at_a_time() -> None:
+    """A worker that serves loads a new image a batch at a time and then frees the snapshot it replaced
+    the same way (flagproxy/instance/follower.py `install_published_stepwise`): the loop answers requests
+    between the parts. Freed in one piece, its objects went between two turns of the loop (4-10 ms at 5000
+    flags, every request waiting). Counted here in memory blocks alive at each turn of the loop."""
+    import asyncio
+    import sys
+
+    import orjson
+
+    from flagproxy.instance.follower import install_published_stepwise
+    from flagproxy.instance.store import compile_document
+    from flagproxy.sync.publication import Published
+
+    def published(revision: int, seed: int) -> Published:
+        document = orjson.dumps(snapshot_payload(1000, seed=seed))
+        image = compile_document(document).image
+        return Published(revision, "upstream", revision, document, (revision, revision), image)
+
+    first, second = published(1, 1), published(2, 2)
+
+    async def replace() -> list[int]:
+        store = SnapshotStore()
+        assert await install_published_stepwise(store, first, None)
+        blocks: list[int] = []
+        installing = asyncio.create_task(install_published_stepwise(store, second, None))
+        while not installing.done():
+            blocks.append(sys.getallocatedblocks())
+            await asyncio.sleep(0)
+        assert installing.result() and store.current is not None and store.current.revision == 2
+        blocks.append(sys.getallocatedblocks())
+        return blocks
+
+    blocks = asyncio.run(replace())
+    peak = blocks.index(max(blocks))  # both snapshots loaded: what comes after is the old one freed
+    freed = blocks[peak] - blocks[-1]
+    largest = max(before - after for before, after in zip(blocks[peak:], blocks[peak + 1 :]))
+    assert freed > 5_000  # the old snapshot's objects did go (about 10,000 blocks at 1000 flags)
+    assert largest < freed / 2, (largest, freed)  # in one piece before
