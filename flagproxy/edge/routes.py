@@ -9,6 +9,7 @@ from sanic import Sanic
 from flagproxy.edge import backstage, client_api, delta_api, frontend_api
 from flagproxy.edge.app import EdgeApp
 from flagproxy.edge.settings import EdgeSettings
+from flagproxy.http.hot_routes import HotRoutes
 
 
 def add_routes(edge: EdgeApp) -> None:
@@ -37,6 +38,9 @@ def add_routes(edge: EdgeApp) -> None:
     edge.route(f"{client}/register", post, client_api.register(edge))
     edge.route(f"{base}/edge/validate", post, client_api.validate(edge))
     backstage.add_routes(edge, f"{base}/internal-backstage", get)
+    hot = ("", "/all") if not edge.settings.disable_all_endpoint else ("",)
+    families = ("frontend", "proxy")
+    HotRoutes(edge.app, [(m, f"{base}/api/{f}{a}") for f in families for a in hot for m in ("GET", "POST")])
 
 
 def create_app(

@@ -154,8 +154,11 @@ class PreparedResponse(HTTPResponse):
             stream.response_func = None
             stream.response_size = len(body)
             stream.stage = Stage.IDLE
+            # One join: one allocation, no intermediate bytes objects (a chain of + made five).
             await stream._send(
-                _OK_DATE + http_date() + b"\r\n" + block + b"content-length: %d" % len(body) + ending + body
+                b"".join(
+                    (_OK_DATE, http_date(), b"\r\n", block, b"content-length: %d" % len(body), ending, body)
+                )
             )
             return
         await super().send(data, end_stream)

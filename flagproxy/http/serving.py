@@ -133,7 +133,15 @@ class StoppingHttpProtocol(HttpProtocol):
     serving it for as long as its client keeps sending (keep-alive is decided again from each request), up
     to GRACEFUL_SHUTDOWN_TIMEOUT (15 s): one SDK posting usage without a long pause kept a stopping worker
     answering for all of it. Here such a connection is closed the moment it is between two requests, so
-    its client reconnects to a worker that is not stopping."""
+    its client reconnects to a worker that is not stopping.
+
+    An app with hot routes (flagproxy/http/hot_routes.py) has its requests handled by them."""
+
+    def _setup(self) -> None:
+        super()._setup()
+        hot_routes = getattr(self.app.ctx, "hot_routes", None)
+        if hot_routes is not None:
+            self.request_handler = hot_routes.handle
 
     def close_if_idle(self) -> bool:
         if super().close_if_idle():

@@ -38,6 +38,7 @@ from flagproxy.http.context import body_context, parse_toggles, query_context
 from flagproxy.http.cors import CorsPolicy
 from flagproxy.http.errors import ClientError, type_error
 from flagproxy.http.etag import none_match, weak_etag
+from flagproxy.http.hot_routes import HotRoutes
 from flagproxy.http.logger import make_logger
 from flagproxy.http.series import CONTENT_TYPE as PROMETHEUS_TYPE
 from flagproxy.http.series import RequestSeries, preflight_or_fallback
@@ -136,6 +137,8 @@ class _ProxyApp:
         self.flag_usage = FlagUsageSeries(self.series)
         ResponseCacheSeries(self.series, self.response_cache)
         self._add_routes()
+        base = s.proxy_base_path
+        HotRoutes(app, [(m, f"{base}/proxy{all_}") for m in ("GET", "POST") for all_ in ("", "/all")])
         fallback = self.series.observe("fallback", self._fallback, label=preflight_or_fallback)
         app.error_handler.add(NotFound, fallback)
         app.error_handler.add(MethodNotAllowed, fallback)

@@ -1,0 +1,129 @@
+"""The toggle routes' shorter way through Sanic (flagproxy/http/hot_routes.py): `flagproxy proxy` takes it,
+an embedding program's `app.run` (Sanic's own protocol) does not, so the two answer the same bytes on the
+wire the two ways. Each case is one connection; its answers must be the same bytes, Date aside, for the
+requests the short way handles (a whole body in the buffer, pipelined requests behind it) and for those it
+hands to Sanic (a body still arriving, chunked, Expect, too large, HEAD, `/proxy/`, preflights)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import socket
+import time
+
+from sanic import Sanic
+
+from flagproxy.http import hot_routes, request
+from flagproxy.proxy import create_app
+from tests.http.loopback import KEY
+
+BODY = b'{"context": {"userId": "u-1", "sessionId": "s-1", "properties": {"region": "eu"}}}'
+
+
+def post(body: bytes = BODY, path: bytes = b"/proxy", extra: bytes = b"", key: bytes = KEY.encode()) -> bytes:
+    return (
+        b"POST %b HTTP/1.1\r\nHost: x\r\nAuthorization: %b\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n%b\r\n%b" % (path, key, len(body), extra, body)
+    )
+
+
+def get(target: bytes, extra: bytes = b"") -> bytes:
+    return b"GET %b HTTP/1.1\r\nHost: x\r\nAuthorization: %b\r\n%b\r\n" % (target, KEY.encode(), extra)
+
+
+CLOSE = get(b"/proxy?userId=u9&sessionId=s9", b"Connection: close\r\n")
+CHUNKED = (
+    b"POST /proxy HTTP/1.1\r\nHost: x\r\nAuthorization: %b\r\nContent-Type: application/json\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n%x\r\n%b\r\n0\r\n\r\n" % (KEY.encode(), len(BODY), BODY)
+)
+
+CASES: list[tuple[str, list[bytes]]] = [
+    # pipelined: each body whole in the buffer with the next request behind it
+    ("pipelined", [post() + post(path=b"/proxy/all") + get(b"/proxy?userId=u2&sessionId=s2") + CLOSE]),
+    # the body arrives in a second write: the short way leaves it to Sanic's read
+    ("split body", [post()[:-10], BODY[-10:] + CLOSE]),
+    ("chunked", [CHUNKED + CLOSE]),
+    ("expect", [post(extra=b"Expect: 100-continue\r\n") + CLOSE]),
+    ("too large", [post(b'{"context": {"userId": "%b"}}' % (b"x" * 110_000))]),
+    (
+        "415",
+        [post(extra=b"Content-Type: text/plain\r\n").replace(b"application/json", b"text/plain", 1) + CLOSE],
+    ),
+    ("400", [post(b'{"context": ') + post(b"[1]") + CLOSE]),
+    ("401", [post(key=b"wrong") + get(b"/proxy?userId=u3", b"Authorization: wrong\r\n") + CLOSE]),
+    ("close", [post(extra=b"Connection: close\r\n")]),
+    ("http/1.0", [post().replace(b"HTTP/1.1", b"HTTP/1.0", 1)]),
+    ("head", [b"HEAD" + get(b"/proxy?userId=u4&sessionId=s4")[3:] + CLOSE]),
+    ("slash", [post(path=b"/proxy/") + get(b"/proxy/?userId=u5&sessionId=s5") + CLOSE]),
+    ("any case", [get(b"/PROXY?userId=u7&sessionId=s7") + CLOSE]),
+    (
+        "preflight",
+        [
+            b"OPTIONS /proxy HTTP/1.1\r\nHost: x\r\nOrigin: https://a.example\r\n"
+            b"Access-Control-Request-Method: POST\r\n\r\n" + CLOSE
+        ],
+    ),
+    ("cors", [post(extra=b"Origin: https://a.example\r\n") + CLOSE]),
+    ("not modified", [get(b"/proxy?userId=u6&sessionId=s6", b'If-None-Match: W/"0-x", *\r\n') + CLOSE]),
+]
+
+
+def exchange(port: int, writes: list[bytes]) -> bytes:
+    """Each write on one connection (a short pause between them, so they arrive apart), then everything read
+    until the server closes it."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+        for number, data in enumerate(writes):
+            if number:
+                time.sleep(0.2)
+            connection.sendall(data)
+        received = b""
+        while chunk := connection.recv(65536):
+            received += chunk
+    return re.sub(rb"\r\nDate: [^\r]*", b"\r\nDate: -", received)
+
+
+def test_hot_routes_answer_as_sanic_does(proxy_factory, embedded):
+    short = proxy_factory()
+    sanic_way = embedded()
+    for name, writes in CASES:
+        ours, theirs = exchange(short.port, writes), exchange(sanic_way.port, writes)
+        assert ours.startswith(b"HTTP/1."), (name, ours[:200])
+        assert ours == theirs, (name, ours[:600], theirs[:600])
+    # Without a userId or sessionId the sample's rollouts draw at random: only the statuses can match.
+    empty = [post(b"") + post(b"{}") + CLOSE]
+    statuses = [re.findall(rb"HTTP/1.1 \d+", exchange(p.port, empty)) for p in (short, sanic_way)]
+    assert statuses[0] == statuses[1] == [b"HTTP/1.1 200"] * 3
+
+
+def _resolved(app: Sanic) -> set[tuple[str, str]]:
+    """What the first request finds: the routes and signals are final once the app has started."""
+
+    async def started() -> set[tuple[str, str]]:
+        app.router.finalize()
+        app.signal_router.finalize()
+        app.finalize_middleware()
+        return set(app.ctx.hot_routes._resolve())
+
+    return asyncio.run(started())
+
+
+ENV = {"SERVICE_URL": "http://127.0.0.1:9/api", "SERVICE_API_TOKEN": "t", "SERVICE_PROXY_CLIENT_KEYS": KEY}
+
+
+def test_the_installed_sanic_builds_requests_without_repacking_its_keywords():
+    assert request._FITS  # else flagproxy/http/request.py passes *args/**kwargs through (slower)
+
+
+def test_the_toggle_routes_are_the_hot_ones():
+    assert hot_routes._SANIC_FITS  # else every request would quietly go Sanic's way
+    app = create_app(env=ENV, log_warnings=False)
+    assert _resolved(app) == {(m, p) for m in ("GET", "POST") for p in ("/proxy", "/proxy/all")}
+
+
+def test_middleware_or_http_signals_send_every_request_sanic_s_way():
+    with_middleware = create_app(env=ENV, log_warnings=False)
+    with_middleware.register_middleware(lambda request: None, "request")
+    assert _resolved(with_middleware) == set()
+    with_signal = create_app(env=ENV, log_warnings=False)
+    with_signal.signal("http.lifecycle.request")(lambda **_: None)
+    assert _resolved(with_signal) == set()
