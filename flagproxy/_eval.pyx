@@ -420,14 +420,22 @@ cdef Py_ssize_t PLAN_OVERHEAD = 200  # the object, its dict slot, roughly
 cdef Py_ssize_t PLAN_CONSTRAINTS_FREE = 256  # more plan constraints than this and than flags: no plans
 
 
+ctypedef struct Walk:
+    int32_t candidates  # index of the flag's first candidate in _Plan.candidates
+    int32_t n  # how many; -1: walk the flag as _outcome does (it has dependencies)
+
+
 @cython.final
 @cython.no_gc
 cdef class _Plan:
     """The body of a context's plan key: steps in flag order, each a fixed part (-1 - index into parts)
-    or a flag to walk (its index)."""
+    or a flag to walk (its index). The k-th flag to walk has walks[k]: the strategies the plan
+    constraints' answers leave it (see Engine._plan_candidates), or n = -1 to walk it whole."""
 
     cdef int32_t* steps
     cdef Fragment* parts
+    cdef Walk* walks
+    cdef int32_t* candidates
     cdef Py_ssize_t n_steps
     cdef Py_ssize_t walked  # steps that are flags
     cdef Py_ssize_t size  # bytes it holds, for the bound
@@ -435,6 +443,8 @@ cdef class _Plan:
     def __dealloc__(self):
         free(self.steps)
         free(self.parts)
+        free(self.walks)
+        free(self.candidates)
 
 
 cdef object _constraint_key(object c, int slot):
@@ -1349,21 +1359,21 @@ cdef class Engine:
                 return False
         return False
 
+    cdef inline bint _constraints_hold(self, const Strategy* s, _Evaluation ev) except -1:
+        cdef const uint32_t* ids = &self._constraint_ids[s.constraints]
+        cdef int32_t j
+        for j in range(s.n_constraints):
+            if not ev.holds(ids[j]):
+                return False
+        return True
+
     cdef inline int32_t _first_match(self, const Flag* flag, const HashPrefix* toggle, _Evaluation ev) except -2:
         """The index of the first strategy whose constraints and condition hold, or -1."""
-        cdef int32_t i, j, end = flag.strategies + flag.n_strategies
+        cdef int32_t i
         cdef const Strategy* s
-        cdef const uint32_t* ids
-        cdef bint ok
-        for i in range(flag.strategies, end):
+        for i in range(flag.strategies, flag.strategies + flag.n_strategies):
             s = &self._strategies[i]
-            ids = &self._constraint_ids[s.constraints]
-            ok = True
-            for j in range(s.n_constraints):
-                if not ev.holds(ids[j]):
-                    ok = False
-                    break
-            if ok and self._condition_holds(s, toggle, ev):
+            if self._constraints_hold(s, ev) and self._condition_holds(s, toggle, ev):
                 return i
         return -1
 
@@ -1443,16 +1453,23 @@ cdef class Engine:
 
     cdef inline int32_t _outcome(self, const Flag* flag, _Evaluation ev) except -2:
         """-1 when the flag is off for this context, else the index of its enabled fragment."""
-        cdef int32_t i, matched, variant
+        cdef int32_t i
         if not flag.enabled or flag.broken:
             return -1
         for i in range(flag.dependencies, flag.dependencies + flag.n_dependencies):
             if not self._dependency_holds(&self._dependencies[i], flag, ev):
                 return -1
-        matched = self._first_match(flag, &flag.rollout, ev)
+        return self._answer(flag, self._first_match(flag, &flag.rollout, ev), ev)
+
+    cdef inline int32_t _answer(self, const Flag* flag, int32_t matched, _Evaluation ev) except -2:
+        """_outcome's answer once the matched strategy (or -1) is known."""
+        cdef int32_t list_index, variant
         if matched < 0 and flag.has_strategies:
             return -1
-        variant = self._pick_variant(self._variant_list(flag, matched), ev)
+        list_index = self._variant_list(flag, matched)
+        if list_index < 0:
+            return 0  # no variants: not worth _pick_variant's call
+        variant = self._pick_variant(list_index, ev)
         return 0 if variant < 0 else self._variants[variant].outcome
 
     # Python-object API (tests, SDK-style use) --------------------------------------------------------
@@ -1496,22 +1513,30 @@ cdef class Engine:
         """The body: with a plan, only the flags it left undecided are walked; without one, every flag."""
         cdef Py_ssize_t n = plan.n_steps if plan is not None else self.n_flags
         cdef Fragment* parts = <Fragment*>malloc((n if n > 0 else 1) * sizeof(Fragment))
-        cdef Py_ssize_t count = 0, i
+        cdef Py_ssize_t count = 0, i, walked = 0
         cdef int32_t step, found
         cdef const Flag* flag
+        cdef const Walk* walk
         if parts == NULL:
             raise MemoryError()
         try:
             for i in range(n):
                 if plan is None:
                     step = <int32_t>i
+                    flag = &self._flags[step]
+                    found = self._outcome(flag, ev)
                 else:
                     step = plan.steps[i]
                     if step < 0:
                         count = _add_part(parts, count, &plan.parts[-step - 1])
                         continue
-                flag = &self._flags[step]
-                found = self._outcome(flag, ev)
+                    flag = &self._flags[step]
+                    walk = &plan.walks[walked]
+                    walked += 1
+                    if walk.n < 0:
+                        found = self._outcome(flag, ev)
+                    else:
+                        found = self._planned_outcome(flag, &plan.candidates[walk.candidates], walk.n, ev)
                 if found >= 0:
                     count = _add_part(parts, count, &self._fragments[flag.fragments + found])
                 elif include_disabled:
@@ -1565,19 +1590,29 @@ cdef class Engine:
         """Steps in flag order: the flags the plan constraints' answers decide become fixed parts of the
         body (runs of them on the main line merged into one part), the rest stay flags to walk."""
         cdef _Plan plan = _Plan.__new__(_Plan)
-        cdef Py_ssize_t n = self.n_flags, i, steps = 0, parts = 0
+        cdef Py_ssize_t n = self.n_flags, i, steps = 0, parts = 0, candidates = 0
         cdef int32_t found
         cdef const Flag* flag
         cdef const Fragment* fragment
+        cdef Walk* walk
         plan.steps = <int32_t*>_table(n, sizeof(int32_t))  # at most one step a flag
         plan.parts = <Fragment*>_table(n, sizeof(Fragment))
+        plan.walks = <Walk*>_table(n, sizeof(Walk))
+        plan.candidates = <int32_t*>_table(self._n_strategies, sizeof(int32_t))  # at most each strategy once
         for i in range(n):
             flag = &self._flags[i]
             found = self._decided_outcome(flag, ev)
             if found == UNDECIDED:
                 plan.steps[steps] = <int32_t>i
                 steps += 1
+                walk = &plan.walks[plan.walked]
                 plan.walked += 1
+                if flag.n_dependencies:
+                    walk.n = -1
+                else:
+                    walk.candidates = <int32_t>candidates
+                    walk.n = self._plan_candidates(flag, ev, &plan.candidates[candidates])
+                    candidates += walk.n
                 continue
             if found >= 0:
                 fragment = &self._fragments[flag.fragments + found]
@@ -1596,7 +1631,10 @@ cdef class Engine:
         plan.n_steps = steps
         plan.steps = <int32_t*>_shrink(plan.steps, steps * sizeof(int32_t))
         plan.parts = <Fragment*>_shrink(plan.parts, parts * sizeof(Fragment))
-        plan.size = steps * sizeof(int32_t) + parts * sizeof(Fragment) + PLAN_OVERHEAD
+        plan.walks = <Walk*>_shrink(plan.walks, plan.walked * sizeof(Walk))
+        plan.candidates = <int32_t*>_shrink(plan.candidates, candidates * sizeof(int32_t))
+        plan.size = (steps * sizeof(int32_t) + parts * sizeof(Fragment) + plan.walked * sizeof(Walk)
+                     + candidates * sizeof(int32_t) + PLAN_OVERHEAD)
         return plan
 
     cdef int32_t _decided_outcome(self, const Flag* flag, _Evaluation ev) except -3:
@@ -1643,6 +1681,56 @@ cdef class Engine:
                 continue  # a user id no list holds
             return UNDECIDED
         return -1
+
+    cdef int32_t _plan_candidates(self, const Flag* flag, _Evaluation ev, int32_t* out) except -1:
+        """The strategies of a flag left to walk (no dependencies) that the plan constraints' answers do
+        not rule out, in order, written to `out`; returns how many. A strategy is ruled out when the walk
+        would find a plan constraint false before reading anything else (so skipping it reads and
+        records nothing the walk would have: no clock, no other field), or when it cannot hold whatever
+        the identifier (a constant off, a userWithId list when the context's userId is listed nowhere).
+        A candidate whose constraints are all plan constraints that hold is written as -1 - its index
+        (the walk skips its constraints); after one that then surely holds (default, constant on) none
+        follow."""
+        cdef int32_t i, j, n = 0
+        cdef const Strategy* s
+        cdef const uint32_t* ids
+        cdef int known  # 1: every constraint a plan one that holds, 0: one the walk must read, -1: ruled out
+        for i in range(flag.strategies, flag.strategies + flag.n_strategies):
+            s = &self._strategies[i]
+            ids = &self._constraint_ids[s.constraints]
+            known = 1
+            for j in range(s.n_constraints):
+                if not self._in_plan[ids[j]]:
+                    known = 0
+                    break
+                if ev.memo[ids[j]] != 2:
+                    known = -1
+                    break
+            if known < 0:
+                continue
+            if known and s.kind == STRATEGY_CONSTANT and not s.constant:
+                continue
+            if known and s.kind == STRATEGY_USER_WITH_ID and not ev.listed(FIELD_USER_ID):
+                continue
+            out[n] = -1 - i if known else i
+            n += 1
+            if known and (s.kind == STRATEGY_DEFAULT or s.kind == STRATEGY_CONSTANT):
+                break  # it holds: the walk stops here
+        return n
+
+    cdef inline int32_t _planned_outcome(
+        self, const Flag* flag, const int32_t* candidates, int32_t n, _Evaluation ev
+    ) except -2:
+        """_outcome of an enabled flag without dependencies, over the strategies its plan left."""
+        cdef int32_t c, code, i
+        cdef const Strategy* s
+        for c in range(n):
+            code = candidates[c]
+            i = -1 - code if code < 0 else code
+            s = &self._strategies[i]
+            if (code < 0 or self._constraints_hold(s, ev)) and self._condition_holds(s, &flag.rollout, ev):
+                return self._answer(flag, i, ev)
+        return self._answer(flag, -1, ev)
 
     cdef bint _no_variant(self, int32_t list_index, _Evaluation ev) except -1:
         """Whether _pick_variant surely picks none: no list, or a list of zero weight whose overrides

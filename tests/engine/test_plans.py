@@ -180,3 +180,32 @@ def test_a_snapshot_with_more_plan_constraints_than_flags_does_not_plan() -> Non
     pair = Pair(payload(flag("many", *strategies)))
     assert "many" in pair.toggles({"properties": {"region": "r299"}, "userId": "a"})
     assert pair.stats()["planning"] is False and pair.stats()["built"] == 0
+
+
+def test_a_walked_flag_skips_only_the_strategies_its_plan_rules_out() -> None:
+    """A plan keeps, for each flag it leaves to walk, the strategies its constraints' answers do not rule
+    out (Engine._plan_candidates). Ruled out is only what the walk would find false before reading
+    anything else: a date still ahead read first is read (and bounds the answer) as without plans."""
+
+    def rollout(*constraints: dict[str, Any], percent: str = "50") -> dict[str, Any]:
+        return constrained(*constraints, name="flexibleRollout", rollout=percent, stickiness="default")
+
+    users = {"name": "userWithId", "parameters": {"userIds": "ann"}}
+    pair = Pair(
+        payload(
+            flag("ruled-out-first", rollout(app_in("ios")), rollout(app_in("web"), percent="30")),
+            flag("off-then-default", rollout(app_in("web"), percent="0"), rollout(percent="40"), constrained(app_in("ios"))),
+            flag("listed-then-rollout", users, rollout(app_in("web"))),
+            flag("ahead-first", rollout(LATER, app_in("ios")), rollout(percent="60")),
+            flag("ahead-after", rollout(app_in("ios"), LATER), rollout(percent="60")),
+        )
+    )
+    seen: dict[str, set[bool]] = {}
+    for app in ("web", "ios"):
+        for user in ["ann", "bob"] + [f"u{i}" for i in range(30)]:  # no user: rollouts draw at random
+            context = {"appName": app, "userId": user}
+            toggles = pair.toggles(context)
+            for name in pair.compiled.names:
+                seen.setdefault(name, set()).add(name in toggles)
+    assert all(answers == {True, False} for answers in seen.values()), seen
+    assert pair.stats()["hits"] > 0
