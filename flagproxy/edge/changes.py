@@ -10,7 +10,14 @@ carries the same `eventId`, and the log is published in the feed's file with the
 
 Event ids are the leader's clock in seconds at the change, or one more than the last when changes come
 faster, and a feed's backup keeps its last id: they keep increasing across restarts of the edge, so an
-SDK that comes back with an id of an earlier run hydrates rather than being told nothing changed.
+SDK that comes back with an id of an earlier run hydrates rather than being told nothing changed. Without
+a backup a run knows nothing of the last one's ids, so two rules keep them apart: a run's first id is after
+the second the process started in (the last run recorded its last change at the latest in that second),
+and a reader resumes from, or is told nothing changed since, only an id this run gave out (`FeedLog.issued`):
+the last run's ids may have got ahead of the clock (changes faster than one a second), and one of them that
+this run's range covers but never gave out gets a hydration. Ids stay seconds, not milliseconds: the SDKs
+and Unleash Edge read them as 32-bit integers (`event_id: u32` in unleash-types), and millisecond ids
+broke the Python SDK.
 Only the newest `kept` events are kept; a reader further behind hydrates.
 
 `FeedLog` is a worker's view of one published log: the events as flagproxy/http/delta.py's `DeltaEvent`,
@@ -31,6 +38,7 @@ from flagproxy.http import delta as wire
 from flagproxy.http.delta import NO_TAGS, DeltaEvent
 
 DEFAULT_PROJECT = "default"
+STARTED = int(time.time())  # the second this process started in: a run before it recorded nothing later
 
 
 def _project(feature: Mapping[str, Any]) -> str:
@@ -50,8 +58,9 @@ def _segments(payload: Mapping[str, Any]) -> dict[int, Mapping[str, Any]]:
 class ChangeLog:
     """One feed's log on the leader: the last document's flags and segments, and the newest events."""
 
-    def __init__(self, kept: int) -> None:
+    def __init__(self, kept: int, started: int = STARTED) -> None:
         self.kept = kept
+        self.started = started
         self.features: dict[str, Mapping[str, Any]] = {}
         self.segments: dict[int, Mapping[str, Any]] = {}
         self.events: deque[dict[str, Any]] = deque()
@@ -66,10 +75,11 @@ class ChangeLog:
         """The feed's new document: its events appended (none when no flag or segment changed: the revision
         stays) and the log as published with it."""
         features, segments = _features(payload), _segments(payload)
-        event_id = max(self.last + 1, int(time.time()) if now is None else now)
+        clock = int(time.time()) if now is None else now
         if self.floor is None:  # the first document: the log starts here, older readers hydrate
-            self.floor = self.last = event_id
+            self.floor = self.last = max(self.last + 1, clock, self.started + 1)
         else:
+            event_id = max(self.last + 1, clock)
             events = self._compare(event_id, features, segments)
             if events:
                 self.last = event_id
@@ -153,6 +163,13 @@ class FeedLog:
 
     def after(self, event_id: int) -> tuple[DeltaEvent, ...]:
         return tuple(event for event in self.events if event.event_id > event_id)
+
+    def issued(self, event_id: int) -> bool:
+        """Whether this run gave out `event_id` (its first revision, or one of its kept changes'): a reader
+        at any other id within the log's range holds an id of an earlier run, and hydrates."""
+        if event_id in (self.floor, self.last):
+            return True
+        return any(event.event_id == event_id for event in self.events)
 
 
 def _log_of(published: Any) -> Mapping[str, Any] | None:

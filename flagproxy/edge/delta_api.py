@@ -54,9 +54,10 @@ def catch_up(
     """(document, the revision it brings the reader to), or (None, since) when nothing newer concerns it."""
     log = edge.scopes.logs.get(served.source)
     last = log.last if log is not None else served.event_id
-    if since is not None and since == last:
-        return None, since
-    if since is not None and log is not None and resumes(since, log.floor, log.last):
+    known = since is not None and (log is None or log.issued(since))  # not an earlier run's id
+    if known and since == last:
+        return None, last
+    if known and since is not None and log is not None and resumes(since, log.floor, log.last):
         wires, upto = scoped(log.events, reader, since)
         return (wire.document(wires), upto) if wires else (None, since)
     return served.hydration(reader), served.event_id
