@@ -80,16 +80,18 @@ def measure(workers: int, args: argparse.Namespace, root: Path) -> dict[str, obj
                     revision, changed = _revision(proxy), _stats(upstream)["changes"]
                     _change_every(upstream, args.change_every)
                 p99, answered, bad = _p99(script, proxy, args.duration, options)
+                served = ""
                 if moving:
                     _change_every(upstream, 0)
-                    revisions += _revision(proxy) - revision
-                    changes += _stats(upstream)["changes"] - changed
+                    revisions += (swapped := _revision(proxy) - revision)
+                    changes += (made := _stats(upstream)["changes"] - changed)
+                    served = f", {swapped} of {made} changes served"
                 (changing if moving else steady).append(p99)
                 requests += answered
                 failed += bad
                 stderr_log(
                     f"[{workers} worker(s)] round {number + 1}, {'changing' if moving else 'steady'}: "
-                    f"p99 {p99:.1f} ms over {answered} requests"
+                    f"p99 {p99:.1f} ms over {answered} requests{served}"
                 )
         steady_p99, changing_p99 = statistics.median(steady), statistics.median(changing)
         return {

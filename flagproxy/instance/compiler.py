@@ -21,8 +21,10 @@ being slower meanwhile. Custom strategies go by name only: an image refers to th
 (flagproxy/image.py), so the worker loading it binds its own. If the process dies, that document is
 compiled in the thread instead and the next one starts a new process.
 
-`--workers N` compiles in the main process, which serves nothing, in a thread at the same niceness, so the
-leader's loop (which also answers the edge workers' questions) keeps turning.
+`--workers N` compiles in the main process, which serves nothing, in a thread at COMPILE_THREAD_NICENESS (5),
+so the leader's loop (which also answers the edge workers' questions) keeps turning. Less niced than the
+process of `--workers 1`: there the single worker leaves a core to the compile, here N workers and the
+load can hold every core, and at nice 10 no change was served while they did.
 """
 
 from __future__ import annotations
@@ -74,6 +76,12 @@ def _die_with_parent() -> None:
 # How much less than the serving process the compile asks of the CPU (nice(2)): on a machine with as many
 # busy threads as cores, a compile at the same priority took a core from the requests for its whole length.
 COMPILE_NICENESS = 10
+# The same for `--workers N`, whose compile thread shares the cores with N serving workers: at nice 10 its
+# CFS weight is a tenth of one worker's, so with every core busy (the workers and a load generator) a 0.4 s
+# compile took some 10 s and no change was served while the load lasted (benchmarks/README.md). At nice 5
+# (a third of a worker's weight) it takes about 15 % of a core from the workers meanwhile and a change is
+# served within a few seconds; at 0 it would take a worker's share.
+COMPILE_THREAD_NICENESS = 5
 
 
 def _start_compile_process() -> None:
@@ -87,7 +95,7 @@ def _lower_this_thread() -> None:
     """Linux: a thread has a nice value of its own (setpriority on its thread id)."""
     with contextlib.suppress(OSError, AttributeError):
         tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + COMPILE_NICENESS)
+        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + COMPILE_THREAD_NICENESS)
 
 
 def _compile_document(document: bytes, strategy_names: Sequence[str]) -> tuple[Compiled, list[str]]:
@@ -118,7 +126,7 @@ class ImageCompiler:
         return compiled
 
     async def _in_thread(self, document: bytes) -> Compiled:
-        """In this process, in a thread of its own at COMPILE_NICENESS: the sync's loop (the leader's, which
+        """In this process, in a thread of its own at COMPILE_THREAD_NICENESS: the sync's loop (the leader's, which
         also answers the edge workers' questions) is not held for the whole compile, and the workers and
         the load on the machine go first."""
         if self._thread is None:

@@ -146,3 +146,26 @@ def test_a_change_compiled_apart_and_loaded_in_batches_is_served_byte_for_byte(
     fresh.wait_ready()
     assert b"changed-apart" in answer(fresh)[2]
     assert answers(fresh) == served
+
+
+def thread_niceness(pid: int) -> list[int]:
+    """The nice value of each thread of process `pid` (field 19 of /proc/<pid>/task/<tid>/stat)."""
+    found = []
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        found.append(int(fields[16]))
+    return found
+
+
+def test_with_several_workers_the_compile_thread_runs_at_nice_5(launch, upstream: StubUpstream) -> None:
+    """`--workers N` compiles in a thread of the main process at nice 5 (flagproxy/instance/compiler.py
+    COMPILE_THREAD_NICENESS). At nice 10, with the workers and a load holding every core, a compile got so
+    little CPU that no change was served while the load lasted (benchmarks/README.md: upstream changes)."""
+    process = launch(proxy_env(upstream), ["--workers", "2"])
+    process.wait_ready()  # the first document was compiled in that thread: it exists from then on
+    niceness = thread_niceness(process.popen.pid)
+    assert 5 in niceness and 10 not in niceness, niceness
+    process.stop(signal.SIGTERM)
