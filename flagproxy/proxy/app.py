@@ -467,6 +467,15 @@ class _ProxyApp:
             return self._options(request, key)
         handler = self.routes.get((request.method, key))
         if handler is not None:
+            stream = request.stream
+            if stream is not None and stream.request_body:
+                # Sanic reads a body only for a route it found: this one's is still on the connection.
+                try:
+                    await request.receive_body()
+                except PayloadTooLarge as error:
+                    return await self._too_large(request, error)
+                except BadRequest as error:
+                    return await self._bad_http(request, error)
             return await handler(request)
         return self._not_found(request, {})
 

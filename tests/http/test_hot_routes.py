@@ -15,7 +15,7 @@ from sanic import Sanic
 
 from flagproxy.http import hot_routes, request
 from flagproxy.proxy import create_app
-from tests.http.loopback import KEY
+from tests.http.loopback import KEY, SAMPLE
 
 BODY = b'{"context": {"userId": "u-1", "sessionId": "s-1", "properties": {"region": "eu"}}}'
 
@@ -127,3 +127,16 @@ def test_middleware_or_http_signals_send_every_request_sanic_s_way():
     with_signal = create_app(env=ENV, log_warnings=False)
     with_signal.signal("http.lifecycle.request")(lambda **_: None)
     assert _resolved(with_signal) == set()
+
+
+def test_a_post_to_an_any_case_path_evaluates_its_body(proxy_serving):
+    # Express routes /PROXY as /proxy. Sanic's NotFound comes before the body is read: the fallback that
+    # serves it read an empty body, and answered as if there were no context (random rollouts).
+    proxy = proxy_serving(SAMPLE)
+    answers = [exchange(proxy.port, [post(path=path) + CLOSE]) for path in (b"/proxy", b"/PROXY", b"/Proxy/")]
+    assert answers[0].count(b"HTTP/1.1 200 OK") == 2
+    assert answers[1] == answers[0] == answers[2]
+    big = b'{"context": {"userId": "%b"}}' % (b"x" * 110_000)
+    too_large = [exchange(proxy.port, [post(big, path=path)]) for path in (b"/proxy", b"/PROXY")]
+    assert too_large[0].startswith(b"HTTP/1.1 413")
+    assert too_large[1] == too_large[0]
