@@ -23,9 +23,12 @@ from typing import Any, Protocol
 import orjson
 from sanic import HTTPResponse, Request
 
-KEEP_ALIVE_SECONDS = 30.0
+# Under the 30 s read timeout the official Python SDK gives its stream (`request_timeout`): at 30 s an idle
+# stream timed out and reconnected about every 30 s, its backoff growing each time (the SDK resets it only
+# after 60 s connected), so a change could wait up to 30 s for the reconnect.
+KEEP_ALIVE_SECONDS = 15.0
 KEEP_ALIVE = b": keep-alive\n\n"
-KEEP_ALIVE_SLOTS = 30  # the streams' keep-alives are spread over this many turns of KEEP_ALIVE_SECONDS
+KEEP_ALIVE_SLOTS = 15  # the streams' keep-alives are spread over this many turns of KEEP_ALIVE_SECONDS
 EMPTY = b'{"events":[]}'
 MAX_PENDING = 64  # batches an open stream may have unsent before it catches up from the log instead
 NO_TAGS: frozenset[tuple[str, str]] = frozenset()

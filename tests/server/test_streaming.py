@@ -155,14 +155,20 @@ def test_last_event_id_replays_what_was_missed(server: ServerProcess) -> None:
         assert [e["type"] for e in unknown.next().json()["events"]] == ["hydration"]
 
 
-def test_keep_alive_comment(server: ServerProcess) -> None:
+# The official Python SDK reads its stream with a 30 s timeout (UnleashClient's `request_timeout`): an idle
+# stream must send something sooner, or the SDK drops it, reconnects, and its backoff grows each time.
+PYTHON_SDK_READ_TIMEOUT = 30.0
+
+
+def test_an_idle_stream_sends_keep_alive_comments_within_the_sdks_read_timeout(server: ServerProcess) -> None:
     with stream(server, PROD_CLIENT_TOKEN) as opened:
         connected(opened)
-        while True:  # production changes from other tests may come first
-            event = opened.next(45, comments=True)
+        comments = 0
+        while comments < 2:  # two in a row: the gap between them is the period (changes may come between)
+            event = opened.next(PYTHON_SDK_READ_TIMEOUT - 1, comments=True)
             if event.event is None:
                 assert event.data == "keep-alive"
-                break
+                comments += 1
 
 
 def _servers(env: dict[str, str], tmp_path: Path, count: int, **extra: str) -> list[ServerProcess]:

@@ -89,7 +89,7 @@ async def client_delta(request: Request) -> HTTPResponse:
 @openapi.description(
     "`unleash-connected` first (a hydration, or after `Last-Event-ID` the events missed), then "
     "`unleash-updated` with each change's events; the SSE id is the last event's id; a `: keep-alive` "
-    "comment every 30 s. Beyond the server's stream limit: a `fetch-mode` event `polling` (and the "
+    "comment every 15 s. Beyond the server's stream limit: a `fetch-mode` event `polling` (and the "
     "`fetch-mode: polling` header), then the stream ends."
 )
 @openapi.response(200, {"text/event-stream": str}, "A stream of server-sent events that stays open")
