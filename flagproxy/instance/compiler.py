@@ -127,8 +127,8 @@ class ImageCompiler:
 
     async def _in_thread(self, document: bytes) -> Compiled:
         """In this process, in a thread of its own at COMPILE_THREAD_NICENESS: the sync's loop (the
-        leader's, which also answers the edge workers' questions) is not held for the whole compile, and the workers and
-        the load on the machine go first."""
+        leader's, which also answers the edge workers' questions) is not held for the whole compile, and
+        the workers and the load on the machine go first."""
         if self._thread is None:
             self._thread = concurrent.futures.ThreadPoolExecutor(
                 max_workers=1, thread_name_prefix="flagproxy-compile", initializer=_lower_this_thread

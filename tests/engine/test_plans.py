@@ -194,7 +194,12 @@ def test_a_walked_flag_skips_only_the_strategies_its_plan_rules_out() -> None:
     pair = Pair(
         payload(
             flag("ruled-out-first", rollout(app_in("ios")), rollout(app_in("web"), percent="30")),
-            flag("off-then-default", rollout(app_in("web"), percent="0"), rollout(percent="40"), constrained(app_in("ios"))),
+            flag(
+                "off-then-default",
+                rollout(app_in("web"), percent="0"),
+                rollout(percent="40"),
+                constrained(app_in("ios")),
+            ),
             flag("listed-then-rollout", users, rollout(app_in("web"))),
             flag("ahead-first", rollout(LATER, app_in("ios")), rollout(percent="60")),
             flag("ahead-after", rollout(app_in("ios"), LATER), rollout(percent="60")),
