@@ -50,11 +50,6 @@ from flagproxy.instance.leader import Instance
 BODY_LIMIT = 256 * 1024  # a downstream edge's usage batch is under 95 kB; SDK bodies far smaller
 NOT_READY = b'{"error":"Edge has no features for this token yet: its upstream has not answered"}'
 _numbers = itertools.count(1)
-OPEN_STREAMS = ("flagproxy_delta_streams", "Open /api/client/streaming connections.")
-STREAM_MESSAGES = (
-    "flagproxy_delta_stream_messages",
-    "Server-sent events sent on /api/client/streaming (unleash-connected, unleash-updated).",
-)
 Handler = Callable[..., Awaitable[HTTPResponse]]
 
 
@@ -99,10 +94,7 @@ class EdgeApp:
         # summed over every worker of the instance.
         self.request_series = RequestSeries(enabled=True, logger=self.logger)
         # The delta stream's series (flagproxy/edge/delta_api.py), summed over the workers.
-        self.open_streams = self.request_series.gauges.cell(OPEN_STREAMS, OPEN_STREAMS[0], {})
-        self.stream_messages = self.request_series.counters.cell(
-            STREAM_MESSAGES, STREAM_MESSAGES[0] + "_total", {}
-        )
+        self.open_streams, self.stream_messages = self.request_series.stream_cells()
 
         app = new_app(
             f"flagproxy-edge-{next(_numbers)}", body_limit=BODY_LIMIT, access_log=s.log_level == "debug"
@@ -161,6 +153,7 @@ class EdgeApp:
             self.logger,
             parent_pid=self.parent_pid,
             on_orphaned=lambda: app.stop(terminate=False),
+            wake_directory=instance.directory,
         )
         self.follower.load()  # before the first connection: a late worker serves the current revisions
         self.tasks.append(asyncio.get_running_loop().create_task(self.follower.run()))
@@ -191,7 +184,7 @@ class EdgeApp:
             self.instance.remove()
 
     def catch_up(self) -> None:
-        """Install what the leader published since the last watch (at most WATCH_SECONDS ago) now."""
+        """Install what the leader published since the last watch (a wake may not have been read yet) now."""
         if self.follower is not None:
             self.follower.load()
 

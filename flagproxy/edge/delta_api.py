@@ -3,8 +3,9 @@
 (flagproxy/edge/changes.py).
 
 A client token reads the log of the feed its scope is cut from, scoped to its projects and the request's
-`project` and `namePrefix` (as Unleash Edge's delta filters: the features documents an edge reads carry no
-tags, so `tag` narrows nothing here). `/api/client/delta`: a hydration without If-None-Match or for a
+`project` and `namePrefix`. `tag` is accepted and narrows nothing, as on Unleash Edge (its delta route
+filters by the token's projects and `namePrefix` only): the features documents an edge reads carry no
+tags to match. `/api/client/delta`: a hydration without If-None-Match or for a
 revision the log does not keep, the events after a kept one, 304 when nothing newer concerns the reader;
 ETag the last event's id. `/api/client/streaming`: `unleash-connected`, then `unleash-updated` as the
 worker installs each new revision of the feed, until the token is revoked; beyond --max-streams open

@@ -38,7 +38,7 @@ from flagproxy.edge.settings import OFFLINE, EdgeSettings
 from flagproxy.edge.tokens import CLIENT
 from flagproxy.edge.usage import EdgeUsage
 from flagproxy.edge.validation import UpstreamUnavailable
-from flagproxy.instance.channel import ChannelServer, ChannelUnavailable, ask
+from flagproxy.instance.channel import ChannelServer, ChannelUnavailable, ask, wake_workers
 from flagproxy.instance.leader import Instance
 
 READY_CHECK_SECONDS = 0.1  # how often the ready line's task looks whether the instance is ready
@@ -80,6 +80,7 @@ class EdgeLeader:
         with open(revocations_path(self.instance.directory), "wb"):
             pass
         os.utime(revocations_path(self.instance.directory))
+        wake_workers(self.instance.directory)
 
     def gather_usage(self) -> None:
         self.instance.spool.collect_documents(self.usage.take_handoff)

@@ -47,6 +47,12 @@ DURATION = (
     "Time spent answering a request in its route, seconds.",
 )
 CONTENT_TYPE = "text/plain; charset=utf-8; version=0.0.4"
+# The delta stream's series, the same names on the server and on edge (flagproxy/http/delta.py serves both).
+OPEN_STREAMS = ("flagproxy_delta_streams", "Open /api/client/streaming connections.")
+STREAM_MESSAGES = (
+    "flagproxy_delta_stream_messages",
+    "Server-sent events sent on /api/client/streaming (unleash-connected, unleash-updated).",
+)
 
 
 class WriteTrouble:
@@ -242,6 +248,11 @@ class RequestSeries:
             return response
 
         return observed_with_arguments
+
+    def stream_cells(self) -> tuple[Cell, Cell]:
+        """(open streams, messages sent): a process's /api/client/streaming series, summed over workers."""
+        open_streams = self.gauges.cell(OPEN_STREAMS, OPEN_STREAMS[0], {})
+        return open_streams, self.counters.cell(STREAM_MESSAGES, STREAM_MESSAGES[0] + "_total", {})
 
     # ---- lifetime ---------------------------------------------------------------------------------------
 

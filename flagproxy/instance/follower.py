@@ -5,12 +5,13 @@ Every worker (and the single process of `--workers 1` or of create_app) runs one
 - `load()` before the worker listens: every document the sync last published, if any, so a worker that
   starts late (one that replaces a dead worker) serves the instance's current revision from its first
   request. Until something is published the store is empty and every route answers 503.
-- `run()` afterwards: every `WATCH_SECONDS` one `stat` of each published file; a new revision is read in a
-  thread and loaded (the image the sync compiled, a batch at a time with the loop answering requests from
-  the old snapshot in between, or else the document, compiled here) and swapped in. Every
-  `HANDOFF_SECONDS` the usage counted since is written to the spool for the sync's usage sender. When
-  the process that started this worker is gone (the main process was killed), the worker stops itself
-  rather than serve an ever older snapshot on a port a new instance may want.
+- `run()` afterwards: woken by the leader after each publish (flagproxy/instance/channel.py `Wakeup`), and
+  every `WATCH_SECONDS` anyway (a safety net, and every `POLL_SECONDS` if the wake socket cannot be bound),
+  one `stat` of each published file; a new revision is read in a thread and loaded (the image the sync
+  compiled, a batch at a time with the loop answering requests from the old snapshot in between, or else the
+  document, compiled here) and swapped in. Every `HANDOFF_SECONDS` the usage counted since is written to the
+  spool for the sync's usage sender. When the process that started this worker is gone (the main process was
+  killed), the worker stops itself rather than serve an ever older snapshot on a port a new instance may want.
 - `stop()` when the worker stops: the last handoff, so nothing counted is lost.
 
 `InstanceFollower` is that loop for any product: what it follows (`documents()`, each a `FollowedDocument`:
@@ -32,12 +33,14 @@ from typing import Any
 import orjson
 
 from flagproxy.image import release_steps
+from flagproxy.instance.channel import Wakeup
 from flagproxy.instance.store import ImageError, SnapshotStore, load_image_steps, return_free_memory
 from flagproxy.sync.publication import Publication, Published
 from flagproxy.sync.spool import HANDOFF_SECONDS, UsageSpool
 from flagproxy.sync.usage import UsageCollector
 
-WATCH_SECONDS = 0.1
+WATCH_SECONDS = 1.0  # a look without a wake: a lost datagram costs at most this
+POLL_SECONDS = 0.1  # without a wake socket, as before wakes existed
 
 
 def _keep_engine(store: SnapshotStore, published: Published) -> bool:
@@ -168,12 +171,14 @@ class InstanceFollower:
         *,
         parent_pid: int | None = None,
         on_orphaned: Callable[[], None] | None = None,
+        wake_directory: str | None = None,
     ) -> None:
         self.documents = documents
         self.hand_off = hand_off
         self.logger = logger
         self.parent_pid = parent_pid
         self.on_orphaned = on_orphaned
+        self.wake_directory = wake_directory  # the instance folder, where the leader wakes its workers
 
     def load(self) -> bool:
         """Install every published document newer than what is served; whether any was."""
@@ -200,25 +205,35 @@ class InstanceFollower:
         """After each periodic hand-off (the proxy reads the sync's last check time then)."""
 
     async def run(self) -> None:
-        ticks_per_handoff = max(1, round(HANDOFF_SECONDS / WATCH_SECONDS))
-        tick = 0
-        while True:
-            await asyncio.sleep(WATCH_SECONDS)
-            tick += 1
-            try:
-                await self.follow()
-                if tick % ticks_per_handoff == 0:
-                    self.hand_off()
-                    self.handed_off()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # a full disk or a bug must not end following for good
-                self.logger.error(f"Following the instance's sync failed: {exc!r}")
-            if self.parent_pid is not None and os.getppid() != self.parent_pid:
-                self.logger.error("The main process is gone; this worker stops.")
-                if self.on_orphaned is not None:
-                    self.on_orphaned()
-                return
+        wakeup = Wakeup(self.wake_directory) if self.wake_directory is not None else None
+        interval = WATCH_SECONDS if wakeup is not None and wakeup.open() else POLL_SECONDS
+        loop = asyncio.get_running_loop()
+        next_handoff = loop.time() + HANDOFF_SECONDS
+        try:
+            while True:
+                wait = max(0.0, min(interval, next_handoff - loop.time()))
+                if wakeup is not None:
+                    await wakeup.wait(wait)
+                else:
+                    await asyncio.sleep(wait)
+                try:
+                    await self.follow()
+                    if loop.time() >= next_handoff:
+                        next_handoff = loop.time() + HANDOFF_SECONDS
+                        self.hand_off()
+                        self.handed_off()
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # a full disk or a bug must not end following for good
+                    self.logger.error(f"Following the instance's sync failed: {exc!r}")
+                if self.parent_pid is not None and os.getppid() != self.parent_pid:
+                    self.logger.error("The main process is gone; this worker stops.")
+                    if self.on_orphaned is not None:
+                        self.on_orphaned()
+                    return
+        finally:
+            if wakeup is not None:
+                wakeup.close()
 
     def stop(self) -> None:
         try:
@@ -260,6 +275,7 @@ class Follower(InstanceFollower):
             logger,
             parent_pid=parent_pid,
             on_orphaned=on_orphaned,
+            wake_directory=publication.directory,
         )
 
     def hand_off_counts(self) -> None:

@@ -235,8 +235,8 @@ class _ProxyApp:
 
     def _catch_up(self) -> ServedSnapshot | None:
         """Asked only while this worker holds no snapshot: install a revision published since the last
-        watch (at most WATCH_SECONDS ago) now, so no worker answers 503 after another one has said it is
-        ready. While nothing is published it costs a stat()."""
+        look (its wake may not have been read yet) now, so no worker answers 503 after another one has
+        said it is ready. While nothing is published it costs a stat()."""
         if self.follower is not None:
             self.follower.load()
         return self.store.current

@@ -23,6 +23,7 @@ from flagproxy.server.identity.permissions import ROUTE_NEEDS
 from flagproxy.server.logs import configure_logging
 from flagproxy.server.openapi_page import page_file
 from flagproxy.server.routes import blueprints
+from flagproxy.server.series import ServerSeries
 from flagproxy.server.settings import ServerSettings
 from flagproxy.server.startup import open_and_prepare
 from flagproxy.server.storage.database import Database
@@ -36,6 +37,7 @@ class ServerContext:
     hydrations: PayloadCache = field(default_factory=PayloadCache)  # delta hydrations, per query
     delta_feed: DeltaFeed | None = None  # new delta events for this process's streams (DELTA_API)
     frontend: FrontendSnapshots = field(default_factory=FrontendSnapshots)
+    series: ServerSeries = field(default_factory=ServerSeries)  # /internal-backstage/prometheus
 
 
 ServerApp = Sanic[Config, ServerContext]
@@ -63,8 +65,12 @@ def _check_every_admin_route_has_a_permission(app: Sanic) -> None:
         raise RuntimeError("admin routes without a permission in ROUTE_NEEDS: " + ", ".join(missing))
 
 
-def create_app(settings: ServerSettings, name: str = "flagproxy-server") -> ServerApp:
-    app: ServerApp = Sanic(name, ctx=ServerContext(settings), request_class=Request)
+def create_app(
+    settings: ServerSettings, name: str = "flagproxy-server", series_directory: str | None = None
+) -> ServerApp:
+    """`series_directory`: the Prometheus folder the server's workers share (none: a private one)."""
+    context = ServerContext(settings, series=ServerSeries(series_directory))
+    app: ServerApp = Sanic(name, ctx=context, request_class=Request)
     app.config.REQUEST_MAX_SIZE = settings.max_request_size
     app.config.KEEP_ALIVE_TIMEOUT = 5
     app.config.FALLBACK_ERROR_FORMAT = "json"
@@ -98,6 +104,7 @@ def create_app(settings: ServerSettings, name: str = "flagproxy-server") -> Serv
 
     @app.before_server_start
     async def open_database(app: ServerApp) -> None:
+        app.ctx.series.start()
         app.ctx.db = open_and_prepare(settings)
         if settings.delta_api:
             app.ctx.delta_feed = DeltaFeed(app.ctx.db, settings.max_streams)
@@ -112,6 +119,7 @@ def create_app(settings: ServerSettings, name: str = "flagproxy-server") -> Serv
     @app.after_server_stop
     async def close_database(app: ServerApp) -> None:
         app.ctx.db.close()
+        await app.ctx.series.stop()
 
     if os.environ.get("SANIC_WORKER_IDENTIFIER"):
         # A worker process built its own app (and Sanic's default logging) from the factory: set the level

@@ -13,6 +13,7 @@ from flagproxy.http.serving import StoppingHttpProtocol, cannot_listen
 from flagproxy.http.serving import serve as run_workers
 from flagproxy.server.app import create_app
 from flagproxy.server.logs import configure_logging
+from flagproxy.server.series import remove_series_folder, series_folder
 from flagproxy.server.settings import ServerSettings, SettingsError
 from flagproxy.server.startup import open_and_prepare
 
@@ -40,7 +41,15 @@ def main(argv: list[str]) -> int:
     except SettingsError as exc:
         print(f"flagproxy server: {exc}", file=sys.stderr)
         return 2
-    loader = AppLoader(factory=partial(create_app, settings))
+    series = series_folder()  # every worker's Prometheus samples, summed at each scrape
+    try:
+        return _serve(settings, series)
+    finally:
+        remove_series_folder(series)
+
+
+def _serve(settings: ServerSettings, series: str) -> int:
+    loader = AppLoader(factory=partial(create_app, settings, series_directory=series))
     app = loader.load()
     configure_logging(settings.log_level)  # after the app exists: creating it installs Sanic's logging
     app.prepare(

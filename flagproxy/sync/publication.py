@@ -1,15 +1,15 @@
 """How one instance's sync hands each features document to every worker: a file, written whole, then renamed.
 
 The sync (the leader: one per instance, whatever the number of workers) calls `publish(document, source,
-image)` with the document's bytes as the upstream sent them (checked already, never encoded again here);
-each worker's follower compares `stamp()` (one `stat`) with the stamp of the last document it read a few
-times a second, and calls `read()` when they differ. A rename is atomic, so a reader sees the old document
-or the new one, never half of one; every publish makes a new inode, so no change can look like the last.
-The file starts with one line of JSON about the document (revision, source, when, its length), then the
-document, then (when the sync could make one) the image of the document compiled (flagproxy/image.py):
-workers load that instead of compiling (a batch at a time while they serve: flagproxy/instance/follower.py),
-and fall back to the document. One file, so the image always belongs
-to the document beside it.
+image)` with the document's bytes as the upstream sent them (checked already, never encoded again here); each
+worker's follower is woken (flagproxy/instance/channel.py `wake_workers`), compares `stamp()` (one `stat`)
+with the stamp of the last document it read, and calls `read()` when they differ. A rename is atomic, so a
+reader sees the old document or the new one, never half of one; every publish makes a new inode, so no change
+can look like the last. The file starts with one line of JSON about the document (revision, source, when, its
+length), then the document, then (when the sync could make one) the image of the document compiled
+(flagproxy/image.py): workers load that instead of compiling (a batch at a time while they serve:
+flagproxy/instance/follower.py), and fall back to the document. One file, so the image always belongs to the
+document beside it.
 
 A worker that starts late (a replacement for one that died) reads the current file before it listens,
 so it serves the instance's current revision at once. `touch()` records an upstream check that changed
@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+
+from flagproxy.instance.channel import wake_workers
 
 DOCUMENT = "snapshot.json"
 CHECKED = "checked"
@@ -81,6 +83,7 @@ class Publication:
                 os.unlink(temporary)
             raise
         self.touch()
+        wake_workers(self.directory)
         return self.revision
 
     def touch(self) -> None:

@@ -169,6 +169,10 @@ def test_the_token_and_the_filters_scope_the_events(start: Callable[..., EdgePro
     assert hydrated_names(body) == {elsewhere}
     _, _, body = delta(process, DEFAULT_PROJECT_CLIENT_TOKEN, query="?project=other")
     assert elsewhere not in hydrated_names(body)
+    # `tag` narrows nothing, as on Unleash Edge (whose delta filters are the token's projects and
+    # `namePrefix`): the hydration is the unfiltered one.
+    _, _, tagged = delta(process, query="?tag=simple:no-such-tag")
+    assert hydrated_names(tagged) == hydrated_names(delta(process)[2])
 
     named = unique("pre-flag")
     api.create_feature(named)

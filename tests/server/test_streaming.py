@@ -307,3 +307,47 @@ def test_open_streams_end_on_sigterm_and_the_server_exits_0(
     for each in opened:
         assert each.ends()
         each.close()
+
+
+def _stream_series(server: ServerProcess) -> tuple[float, float]:
+    """(connected stream clients, stream messages sent) over every worker, from a Prometheus scrape."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    answer = server.api(None).get("/internal-backstage/prometheus")  # no token, as Unleash's
+    assert answer.status == 200 and answer.headers["content-type"].startswith("text/plain")
+    samples = {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(answer.body.decode())
+        for sample in family.samples
+    }
+    return samples["flagproxy_delta_streams"], samples["flagproxy_delta_stream_messages_total"]
+
+
+def _until_series(server: ServerProcess, wanted: tuple[float, float]) -> None:
+    deadline = time.monotonic() + 30  # the workers write their samples every quarter second
+    while (seen := _stream_series(server)) != wanted:
+        assert time.monotonic() < deadline, seen
+        time.sleep(0.1)
+
+
+def test_the_series_count_stream_clients_and_events_sent(
+    backend_env: Callable[[str], dict[str, str]], tmp_path: Path
+) -> None:
+    # One worker: the samples go through the folder `flagproxy server` makes for its workers all the same
+    # (summing N workers' files is flagproxy/http/series.py's, tested through edge's --workers 2).
+    (server,) = _servers(backend_env("sqlite"), tmp_path, 1)
+    try:
+        assert _stream_series(server) == (0, 0)
+        opened = [SseStream(server.port, CLIENT_TOKEN) for _ in range(4)]
+        for each in opened:
+            connected(each)
+        _until_series(server, (4, 4))
+        server.api().create_feature("series-a")
+        for each in opened:
+            assert [e["feature"]["name"] for e in updates(each, "series-", 1)] == ["series-a"]
+        _until_series(server, (4, 8))
+        for each in opened:
+            each.close()
+        _until_series(server, (0, 8))  # clients gone: no longer counted, what was sent stays
+    finally:
+        assert server.stop() == 0

@@ -218,3 +218,47 @@ def test_a_worker_asks_the_leader_over_the_folder_socket_even_from_a_long_path(t
             await ask(path, {"n": 1}, 5)  # no leader: a clear exception, never a hang
 
     asyncio.run(scenario())
+
+
+def test_a_serving_follower_is_woken_by_each_publish(tmp_path, monkeypatch):
+    """The leader's publish wakes every worker's follower (flagproxy/instance/channel.py); its own looks
+    are only a safety net, here an hour apart (the usage hand-off too), so only a wake can install these
+    revisions. A long folder path (past the 107 bytes of a unix socket path) and a dead worker's socket
+    left behind do not get in the way."""
+    import socket
+
+    from flagproxy.instance import follower as following
+    from flagproxy.instance.channel import wake_workers
+
+    monkeypatch.setattr(following, "WATCH_SECONDS", 3600)
+    monkeypatch.setattr(following, "POLL_SECONDS", 3600)
+    monkeypatch.setattr(following, "HANDOFF_SECONDS", 3600)
+    folder = tmp_path / ("deep-" * 20)
+    folder.mkdir()
+    instance = Instance(str(folder))
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    monkeypatch.chdir(folder)  # a short path to bind the dead worker's socket at
+    dead.bind("wake-1-1.sock")
+    dead.close()  # its file stays, no one reads it: the next wake removes it
+    store = SnapshotStore()
+    follower = _follower(instance, store, UsageCollector())
+
+    async def scenario() -> None:
+        task = asyncio.get_running_loop().create_task(follower.run())
+        await asyncio.sleep(0)  # run() has bound its wake socket
+        for revision in (1, 2, 3):
+            payload = {
+                "version": 2,
+                "features": [{"name": f"f{revision}", "enabled": True, "strategies": []}],
+            }
+            instance.publication.publish(orjson.dumps(payload), "upstream")
+            while store.revision != revision:  # the wait_for below fails the test if no wake comes
+                await asyncio.sleep(0.005)
+            assert store.current.names == (f"f{revision}",)
+        assert not os.path.exists(folder / "wake-1-1.sock")
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert wake_workers(str(folder)) == 0  # a stopped follower removes its socket
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))

@@ -8,6 +8,7 @@ from sanic import Blueprint
 def blueprints() -> list[Blueprint]:
     from flagproxy.server.routes import (
         access,
+        backstage,
         client,
         delta,
         edge,
@@ -56,4 +57,5 @@ def blueprints() -> list[Blueprint]:
         edge.bulk,
         edge.bp,
         health.bp,
+        backstage.bp,
     ]

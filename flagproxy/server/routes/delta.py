@@ -110,11 +110,18 @@ async def client_streaming(request: Request) -> HTTPResponse | None:
         wires, last = delta_events.scoped(batch.events, query, position)
         return wires, last, max(position, batch.upto)
 
+    series = request.app.ctx.series
+    series.open_streams.value += 1
+
+    def sent() -> None:
+        series.stream_messages.value += 1
+
     try:
         # `pick` depends on the query and the position only: streams of one scope share each message.
         await stream_changes(
-            request, subscriber, lambda since: catch_up(request, query, since), pick, {}, share=query
+            request, subscriber, lambda since: catch_up(request, query, since), pick, {}, sent, share=query
         )
     finally:
         feed.unsubscribe(subscriber)
+        series.open_streams.value -= 1
     return None
