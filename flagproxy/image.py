@@ -86,7 +86,7 @@ class LoadedImage:
     parts: tuple[list[Any], ...] = ()
 
 
-def release_steps(parts: list[list[Any]]) -> Iterator[None]:
+def release_steps(parts: list[list[Any]]) -> Generator[None, None, None]:
     """Free what `parts` (a LoadedImage's, its engine dropped already) held, a list per `next()`: the last
     list first, as the containers come after what they hold (`_units`), so each list frees its own objects
     and not those of the lists before it. Empties `parts`."""

@@ -27,20 +27,27 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from collections.abc import Awaitable, Callable, Generator, Iterable
+from typing import Any, TypeVar
 
 import orjson
 
 from flagproxy.image import release_steps
 from flagproxy.instance.channel import Wakeup
-from flagproxy.instance.store import ImageError, SnapshotStore, load_image_steps, return_free_memory
+from flagproxy.instance.store import (
+    ImageError,
+    SnapshotStore,
+    load_image_steps,
+    reads_remote_address_steps,
+    return_free_memory,
+)
 from flagproxy.sync.publication import Publication, Published
 from flagproxy.sync.spool import HANDOFF_SECONDS, UsageSpool
 from flagproxy.sync.usage import UsageCollector
 
 WATCH_SECONDS = 1.0  # a look without a wake: a lost datagram costs at most this
 POLL_SECONDS = 0.1  # without a wake socket, as before wakes existed
+T = TypeVar("T")
 
 
 def _keep_engine(store: SnapshotStore, published: Published) -> bool:
@@ -73,36 +80,46 @@ async def install_published_stepwise(store: SnapshotStore, published: Published,
     """`install_published` for a worker that is serving: the image is loaded a batch at a time
     (flagproxy/image.py `load_image_steps`, a millisecond or less each), the loop answering the requests
     that came meanwhile from the old snapshot between two batches; its first step (which copies the
-    features body out of the file's bytes) runs in a thread. The replaced snapshot is freed the same way,
-    a list of its objects per loop turn (flagproxy/image.py `release_steps`). At 5000 flags a load in one
-    piece held every answer for 10-25 ms at each change, and freeing the old snapshot 4-10 ms more."""
+    features body out of the file's bytes) runs in a thread. The new body is scanned for remoteAddress a
+    piece at a time too (flagproxy/instance/store.py `reads_remote_address_steps`), and the replaced
+    snapshot is freed the same way, a list of its objects per loop turn (flagproxy/image.py
+    `release_steps`). At 5000 flags a load in one piece held every answer for 10-25 ms at each change,
+    freeing the old snapshot 4-10 ms more and the scan 1-2 ms."""
     if published.image is not None:
         try:
             if _keep_engine(store, published):
                 return True
             steps = load_image_steps(published.image, store.custom_strategies)
             await asyncio.to_thread(next, steps)
-            while True:
-                try:
-                    next(steps)
-                except StopIteration as done:
-                    loaded = done.value
-                    break
-                await asyncio.sleep(0)
+            loaded = await _between_requests(steps)
+            remote = await _between_requests(reads_remote_address_steps(loaded.features_body))
             replaced = store.current
             store.install_loaded(
-                loaded, published.source, revision=published.revision, at_ms=published.published_ms
+                loaded,
+                published.source,
+                revision=published.revision,
+                at_ms=published.published_ms,
+                reads_remote_address=remote,
             )
             del loaded
             # The old engine goes now; the objects it held stay in its parts, freed a list per loop turn.
             parts = list(replaced.parts) if replaced is not None else []
             del replaced
-            for _ in release_steps(parts):
-                await asyncio.sleep(0)
+            await _between_requests(release_steps(parts))
             return True
         except ImageError as exc:
             logger.warn(f"Compiling revision {published.revision} of the features here: {exc}")
     return _compile_published(store, published, logger)
+
+
+async def _between_requests(steps: Generator[None, None, T]) -> T:
+    """What `steps` returns, the loop answering requests between two of its steps."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+        await asyncio.sleep(0)
 
 
 def _compile_published(store: SnapshotStore, published: Published, logger: Any) -> bool:
@@ -197,8 +214,8 @@ class InstanceFollower:
             # revocations) has a `load` only.
             follow = getattr(document, "follow", None)
             installed = (await follow() if follow is not None else document.load()) or installed
-        if installed:
-            return_free_memory()
+        if installed:  # malloc_trim walks the heap without the GIL (ctypes): in a thread, the loop goes on
+            await asyncio.to_thread(return_free_memory)
         return installed
 
     def handed_off(self) -> None:

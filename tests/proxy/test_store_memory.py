@@ -79,6 +79,6 @@ def test_a_serving_worker_frees_the_replaced_snapshot_a_part_at_a_time() -> None
     blocks = asyncio.run(replace())
     peak = blocks.index(max(blocks))  # both snapshots loaded: what comes after is the old one freed
     freed = blocks[peak] - blocks[-1]
-    largest = max(before - after for before, after in zip(blocks[peak:], blocks[peak + 1 :], strict=False))
+    largest = max(before - after for before, after in zip(blocks[peak:-1], blocks[peak + 1 :], strict=True))
     assert freed > 5_000  # the old snapshot's objects did go (about 10,000 blocks at 1000 flags)
     assert largest < freed / 2, (largest, freed)  # in one piece before
