@@ -1,6 +1,12 @@
 """What applying one streamed change costs the serving loop of `flagproxy proxy --streaming --workers 1`.
 
     python -m benchmarks.apply_cost [--flags 5000] [--changes 20]
+    python -m benchmarks.apply_cost --patch [--flags 5000] [--changes 20]
+
+`--patch`: the incremental path alone (flagproxy/compiler/incremental.py), in-process: one `feature-updated`
+event applied to the held state and the changed flag compiled and patched into the engine
+(`IncrementalEngine.apply`), then what serving the patched engine needs besides (the features body joined by
+`DocumentEncoder` and a `ServedSnapshot` with its ETag), each as `time.thread_time` of this thread.
 
 With one worker the sync and the follower share the serving loop. This runs their path for each change on
 one asyncio loop, in-process, with the parts they use: the events applied to the held state
@@ -29,9 +35,10 @@ from typing import Any
 
 from benchmarks.datasets import snapshot_payload
 from flagproxy.compiler.delta import DeltaState
+from flagproxy.compiler.incremental import IncrementalEngine
 from flagproxy.instance.compiler import ImageCompiler
 from flagproxy.instance.follower import FollowedDocument, install_published, install_published_stepwise
-from flagproxy.instance.store import SnapshotStore
+from flagproxy.instance.store import ServedSnapshot, SnapshotStore
 from flagproxy.sync.backup import FileStorageProvider, save_document
 from flagproxy.sync.publication import Publication
 from flagproxy.sync.stream import DocumentEncoder
@@ -114,11 +121,43 @@ async def measure(flags: int, changes: int, folder: str) -> dict[str, list[tuple
     return results
 
 
+def measure_patch(flags: int, changes: int) -> dict[str, list[float]]:
+    """Per change: the patch (apply + compile one flag + Engine.patched) and the body with its ETag."""
+    payload = snapshot_payload(flags)
+    held, encoder = IncrementalEngine(logger=_Quiet()), DocumentEncoder()
+    hydration = [{"eventId": 1, "type": "hydration", **payload}]
+    held.apply(hydration)
+    encoder.note(hydration)
+    encoder.document(held.state)
+    results: dict[str, list[float]] = {"patch": [], "body and ETag": [], "both": []}
+    for i in range(changes):
+        feature = dict(held.state.features[payload["features"][(i * 397) % flags]["name"]])
+        feature["enabled"] = not feature.get("enabled")
+        events = [{"eventId": 2 + i, "type": "feature-updated", "feature": feature}]
+        cpu = time.thread_time()
+        assert held.apply(events)
+        patched = time.thread_time()
+        encoder.note(events)
+        ServedSnapshot(held.engine, encoder.document(held.state), i, "upstream")
+        done = time.thread_time()
+        results["patch"].append(patched - cpu)
+        results["body and ETag"].append(done - patched)
+        results["both"].append(done - cpu)
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--flags", type=int, default=5000)
     parser.add_argument("--changes", type=int, default=20)
+    parser.add_argument("--patch", action="store_true", help="the incremental patch path alone")
     args = parser.parse_args()
+    if args.patch:
+        print(f"{args.flags} flags, {args.changes} flags switched, patched in (CPU of this thread)")
+        for part, times in measure_patch(args.flags, args.changes).items():
+            ms = sorted(t * 1000 for t in times)
+            print(f"{part:>14}: median {statistics.median(ms):.2f} ms (min {ms[0]:.2f}, max {ms[-1]:.2f})")
+        return
     with tempfile.TemporaryDirectory(prefix="apply-cost-") as folder:
         results = asyncio.run(measure(args.flags, args.changes, folder))
     print(f"{args.flags} flags, {args.changes} changes of each kind, --workers 1 path on one loop")

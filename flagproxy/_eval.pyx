@@ -398,6 +398,14 @@ cdef void* _shrink(void* table, size_t size) noexcept:
     return smaller if smaller != NULL else table
 
 
+cdef void* _joined(const void* first, Py_ssize_t n_first, const void* second, Py_ssize_t n_second, size_t size) except NULL:
+    """A new table: `first`'s rows, then `second`'s (Engine.patched)."""
+    cdef char* table = <char*>_table(n_first + n_second, size)
+    memcpy(table, first, n_first * size)
+    memcpy(table + n_first * size, second, n_second * size)
+    return table
+
+
 cdef inline Py_ssize_t _add_part(Fragment* parts, Py_ssize_t count, const Fragment* fragment) noexcept:
     """Appends a fragment to a body's parts, and returns the new count. A fragment that follows the last
     part on the main line (one comma between them) extends that part instead: one memcpy for the run."""
@@ -1286,6 +1294,174 @@ cdef class Engine:
                 override.slot = self._slot(slots, field, prop)
                 override.member = self._member(at, members, override.slot, wanted)
         return index
+
+    # Patching: a streamed change of a few flags (flagproxy/compiler/incremental.py) -------------------
+
+    def patched(self, names, flags):
+        """A new Engine that answers as one built whole from the flags `names` lists, in that order: each
+        of `flags` (compiled model flags, their dependencies indexed in `names`) new or in place of the flag
+        of its name, every other name kept from this engine, its dependencies pointed at where the parent
+        now stands (-1 when it is gone). This engine is not changed. The new flags are built alone and their
+        rows appended to copies of these tables (slots, constraints and membership tests numbered on from
+        these), so it costs copying the tables, not compiling them: a replaced flag's rows stay, unread.
+        The caller builds whole from time to time (compiler/incremental.py says when)."""
+        cdef Engine part = Engine(flags)
+        cdef Engine out = Engine.__new__(Engine)
+        cdef Py_ssize_t i, j, n
+        cdef int s
+        cdef Py_ssize_t os_ = self._n_strategies, ocr = self._n_constraint_refs, oc = self.n_constraints
+        cdef Py_ssize_t ol = self._n_lists, ov = self._n_variants, oo = self._n_overrides
+        cdef Py_ssize_t od = self._n_dependencies, of = self._n_fragments, om = self.n_members
+        cdef Py_ssize_t op = self.n_plan_ids
+        cdef Flag* flag
+        cdef Strategy* st
+        cdef VariantList* vl
+        cdef const char* old_base
+        cdef const char* part_base
+        cdef char* base
+        names = tuple(names)
+        n = len(names)
+        out.keep = []
+        # Slots: the part's property names found among these, or numbered on from them.
+        slot_names = list(self.slot_names)
+        slot_of = {name: k for k, name in enumerate(slot_names) if k >= STANDARD_SLOTS}
+        slot_map = [k for k in range(STANDARD_SLOTS)]
+        for k in range(STANDARD_SLOTS, part.n_slots):
+            name = part.slot_names[k]
+            found = slot_of.get(name)
+            if found is None:
+                found = slot_of[name] = len(slot_names)
+                slot_names.append(name)
+            slot_map.append(found)
+        out.slot_names = tuple(slot_names)
+        out.n_slots = len(slot_names)
+
+        out._strategies = <Strategy*>_joined(self._strategies, os_, part._strategies, part._n_strategies, sizeof(Strategy))
+        out._n_strategies = os_ + part._n_strategies
+        out._constraint_ids = <uint32_t*>_joined(self._constraint_ids, ocr, part._constraint_ids, part._n_constraint_refs, sizeof(uint32_t))
+        out._n_constraint_refs = ocr + part._n_constraint_refs
+        out._constraints = <Constraint*>_joined(self._constraints, oc, part._constraints, part.n_constraints, sizeof(Constraint))
+        out.n_constraints = oc + part.n_constraints
+        out._lists = <VariantList*>_joined(self._lists, ol, part._lists, part._n_lists, sizeof(VariantList))
+        out._n_lists = ol + part._n_lists
+        out._variants = <Variant*>_joined(self._variants, ov, part._variants, part._n_variants, sizeof(Variant))
+        out._n_variants = ov + part._n_variants
+        out._overrides = <Override*>_joined(self._overrides, oo, part._overrides, part._n_overrides, sizeof(Override))
+        out._n_overrides = oo + part._n_overrides
+        out._dependencies = <Dependency*>_joined(self._dependencies, od, part._dependencies, part._n_dependencies, sizeof(Dependency))
+        out._n_dependencies = od + part._n_dependencies
+        out._fragments = <Fragment*>_joined(self._fragments, of, part._fragments, part._n_fragments, sizeof(Fragment))
+        out._n_fragments = of + part._n_fragments
+        out._plan_ids = <uint32_t*>_joined(self._plan_ids, op, part._plan_ids, part.n_plan_ids, sizeof(uint32_t))
+        out.n_plan_ids = op + part.n_plan_ids
+        out._in_plan = <uint8_t*>_joined(self._in_plan, oc, part._in_plan, part.n_constraints, sizeof(uint8_t))
+        out._flags = <Flag*>_table(n, sizeof(Flag))
+        out.n_flags = n
+
+        # The part's rows, numbered on from these.
+        for i in range(oc, out.n_constraints):
+            out._constraints[i].slot = slot_map[out._constraints[i].slot]
+        for i in range(ocr, out._n_constraint_refs):
+            out._constraint_ids[i] += oc
+        for i in range(op, out.n_plan_ids):
+            out._plan_ids[i] += oc
+        for i in range(os_, out._n_strategies):
+            st = &out._strategies[i]
+            st.constraints += ocr
+            if st.stickiness >= 0:
+                st.stickiness = slot_map[st.stickiness]
+            if st.variants >= 0:
+                st.variants += ol
+            if st.kind == STRATEGY_USER_WITH_ID:
+                st.member += om
+        for i in range(ol, out._n_lists):
+            vl = &out._lists[i]
+            vl.variants += ov
+            if vl.stickiness >= 0:
+                vl.stickiness = slot_map[vl.stickiness]
+        for i in range(ov, out._n_variants):
+            out._variants[i].overrides += oo
+        for i in range(oo, out._n_overrides):
+            out._overrides[i].slot = slot_map[out._overrides[i].slot]
+            out._overrides[i].member += om
+        # One blob: these fragments' and the part's, so the image (__reduce__) stays one blob and offsets.
+        blob = self._blob + part._blob
+        old_base = PyBytes_AS_STRING(self._blob)
+        part_base = PyBytes_AS_STRING(part._blob)
+        base = PyBytes_AS_STRING(blob)
+        for i in range(of):
+            out._fragments[i].data = base + (out._fragments[i].data - old_base)
+        for i in range(of, out._n_fragments):
+            out._fragments[i].data = base + PyBytes_GET_SIZE(self._blob) + (out._fragments[i].data - part_base)
+        out._blob = blob
+        # What the tables point to: this engine's and the part's objects, blobs aside (the lists are held,
+        # not copied: a patch of a patch nests them).
+        out.keep = [kept for kept in self.keep if kept is not self._blob]
+        out.keep.append([kept for kept in part.keep if kept is not part._blob])
+
+        if names == self.names:  # the same flags in the same places: the given ones replace theirs
+            memcpy(out._flags, self._flags, n * sizeof(Flag))
+            named = list(self._named)
+            index = self.index
+        else:
+            named = [None] * n
+            index = {}
+            for i in range(n):
+                index[names[i]] = i
+            # This engine's dependencies follow their parent's name to its new place (-1: it is gone).
+            moved = [-1] * self.n_flags
+            for name, k in self.index.items():
+                moved[k] = index.get(name, -1)
+            for i in range(od):
+                if out._dependencies[i].parent >= 0:
+                    out._dependencies[i].parent = moved[out._dependencies[i].parent]
+            for i in range(n):
+                found = self.index.get(names[i])
+                if found is not None:
+                    j = found
+                    out._flags[i] = self._flags[j]
+                    named[i] = self._named[j]
+        # The given flags, from the part.
+        for j in range(part.n_flags):
+            found = index.get(part.names[j])
+            if found is None:
+                raise ValueError(f"flag {part.names[j]!r} is given but not listed")
+            i = found
+            flag = &out._flags[i]
+            flag[0] = part._flags[j]
+            flag.strategies += os_
+            if flag.variants >= 0:
+                flag.variants += ol
+            flag.dependencies += od
+            flag.fragments += of
+            flag.disabled += of
+            named[i] = part._named[j]
+        if None in named:
+            raise ValueError(f"flag {names[named.index(None)]!r} is neither kept nor given")
+        out.names = names
+        out.index = index
+        out._named = tuple(named)
+
+        # Membership tests: the part's numbered on from these, merged into the same per-slot indexes.
+        member_index = list(self.member_index) + [{} for _ in range(out.n_slots - self.n_slots)]
+        for k in range(part.n_slots):
+            tests = part.member_index[k]
+            if not tests:
+                continue
+            s = slot_map[k]
+            merged = dict(member_index[s])
+            for value, listed in (<dict>tests).items():
+                merged[value] = merged.get(value, ()) + tuple(t + om for t in listed)
+            member_index[s] = merged
+        out.member_index = tuple(member_index)
+        out._member_slots = tuple(k for k in range(out.n_slots) if out.member_index[k])
+        out.n_members = om + part.n_members
+
+        out.planning = out.n_plan_ids <= max(PLAN_CONSTRAINTS_FREE, out.n_flags)
+        out.plan_bytes_limit = self.plan_bytes_limit
+        out._plans = {}
+        out._plan_seen = set()
+        return out
 
     # The walk (per request) --------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ depend on the context; this module only reads the context and walks the compiled
 
 from __future__ import annotations
 
+import copy
 import random
 import time
 from collections.abc import Mapping, Sequence
@@ -333,6 +334,31 @@ class Engine:
         self.flags = tuple(flags)
         self.names = tuple(f.name for f in self.flags)
         self.index = {name: i for i, name in enumerate(self.names)}
+
+    def patched(self, names: Sequence[str], flags: Sequence[m.Flag]) -> Engine:
+        """A new Engine that answers as one built whole from the flags `names` lists, in that order: each
+        of `flags` (their dependencies indexed in `names`) new or in place of the flag of its name, every
+        other name kept from this engine, its dependencies pointed at where the parent now stands (-1 when
+        it is gone). The compiled twin copies its tables and appends the new rows."""
+        given = {flag.name: flag for flag in flags}
+        index = {name: i for i, name in enumerate(names)}
+        moved = [index.get(name, -1) for name in self.names]
+        result = []
+        for name in names:
+            flag = given.get(name)
+            if flag is None:
+                found = self.index.get(name)
+                if found is None:
+                    raise ValueError(f"flag {name!r} is neither kept nor given")
+                flag = self.flags[found]
+                if any(dep.parent >= 0 and moved[dep.parent] != dep.parent for dep in flag.dependencies):
+                    flag = copy.copy(flag)
+                    flag.dependencies = tuple(
+                        m.Dependency(moved[dep.parent] if dep.parent >= 0 else -1, dep.enabled, dep.variants)
+                        for dep in flag.dependencies
+                    )
+            result.append(flag)
+        return Engine(result)
 
     def _dependency_holds(self, dep: m.Dependency, ctx: Context, child_name: str) -> bool:
         if dep.parent < 0:

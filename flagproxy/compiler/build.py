@@ -55,7 +55,7 @@ def build_flags(
     features = payload.get("features")
     if not isinstance(features, list):
         raise ValueError("not a client features document: 'features' must be a list")
-    segments = _segment_map(payload.get("segments"))
+    segments = segment_map(payload.get("segments"))
     custom = dict(custom_strategies or {})
     host = (hostname if hostname is not None else socket.gethostname()).lower()
 
@@ -68,15 +68,33 @@ def build_flags(
     flags: list[m.Flag] = []
     warnings: list[str] = []
     for name, feature in definitions.items():
-        flag = m.Flag(name)
-        try:
-            _compile_flag(flag, feature, segments, custom, host, index)
-        except (CompileError, TypeError, ValueError, AttributeError) as exc:
-            flag = _broken_flag(name, feature, index)
-            warnings.append(f"flag {name!r} could not be compiled and is always off: {exc}")
-        add_fragments(flag, feature)
+        flag, warning = compile_feature(name, feature, segments, custom, host, index)
+        if warning is not None:
+            warnings.append(warning)
         flags.append(flag)
     return flags, warnings
+
+
+def compile_feature(
+    name: str,
+    feature: Mapping[str, Any],
+    segments: Mapping[int, list[Any]],
+    custom: Mapping[str, Any],
+    host: str,
+    index: Mapping[str, int],
+) -> tuple[m.Flag, str | None]:
+    """One feature compiled alone (build_flags's step, and a streamed change's: compiler/incremental.py):
+    `segments` by id (`segment_map`), `index` every flag's position in the document (dependencies point
+    at their parent's). The warning says why a broken flag is off."""
+    flag = m.Flag(name)
+    warning = None
+    try:
+        _compile_flag(flag, feature, segments, custom, host, index)
+    except (CompileError, TypeError, ValueError, AttributeError) as exc:
+        flag = _broken_flag(name, feature, index)
+        warning = f"flag {name!r} could not be compiled and is always off: {exc}"
+    add_fragments(flag, feature)
+    return flag, warning
 
 
 # Every key of a feature that `build_flags` (and add_fragments) reads: what a toggle answer can depend on.
@@ -100,7 +118,7 @@ def evaluation_digest(payload: Mapping[str, Any]) -> bytes | None:
     return hashlib.blake2b(encoded, digest_size=16).digest()
 
 
-def _segment_map(segments: Any) -> dict[int, list[Any]]:
+def segment_map(segments: Any) -> dict[int, list[Any]]:
     found: dict[int, list[Any]] = {}
     for segment in segments or ():
         if isinstance(segment, Mapping) and isinstance(segment.get("id"), int):
@@ -108,7 +126,7 @@ def _segment_map(segments: Any) -> dict[int, list[Any]]:
     return found
 
 
-def _broken_flag(name: str, feature: Mapping[str, Any], index: dict[str, int]) -> m.Flag:
+def _broken_flag(name: str, feature: Mapping[str, Any], index: Mapping[str, int]) -> m.Flag:
     """A flag that is always off. Its feature variants and dependencies are still compiled when they
     can be, because a child may ask for this flag's variant (Yggdrasil does the same)."""
     flag = m.Flag(name)
@@ -130,10 +148,10 @@ def _broken_flag(name: str, feature: Mapping[str, Any], index: dict[str, int]) -
 def _compile_flag(
     flag: m.Flag,
     feature: Mapping[str, Any],
-    segments: dict[int, list[Any]],
+    segments: Mapping[int, list[Any]],
     custom: Mapping[str, Any],
     host: str,
-    index: dict[str, int],
+    index: Mapping[str, int],
 ) -> None:
     flag.enabled = feature.get("enabled") is True
     flag.impression_data = feature.get("impressionData") is True
@@ -150,7 +168,7 @@ def _compile_flag(
     flag.dependencies = _dependencies(feature.get("dependencies"), index)
 
 
-def _dependencies(dependencies: Any, index: dict[str, int]) -> tuple[m.Dependency, ...]:
+def _dependencies(dependencies: Any, index: Mapping[str, int]) -> tuple[m.Dependency, ...]:
     compiled = []
     for dep in dependencies or ():
         parent_name = dep.get("feature") if isinstance(dep, Mapping) else None
@@ -168,7 +186,7 @@ def _dependencies(dependencies: Any, index: dict[str, int]) -> tuple[m.Dependenc
 def _strategy(
     flag: m.Flag,
     spec: Mapping[str, Any],
-    segments: dict[int, list[Any]],
+    segments: Mapping[int, list[Any]],
     custom: Mapping[str, Any],
     host: str,
 ) -> m.Strategy:
