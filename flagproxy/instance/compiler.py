@@ -11,14 +11,14 @@ while the loop keeps answering from the old snapshot, and sends the image back; 
 bytes it got with it (flagproxy/sync/publication.py), and the follower loads the image between requests
 (flagproxy/instance/follower.py). The serving process never parses a whole document.
 
-The process is started once, on the first compile while the loop serves (the first document, before anything
-is served, compiles in the thread: no one waits for it), by `spawn` (a fork of a serving process would copy
-its threads' locks), lives as long as the instance, ignores SIGINT (the serving process decides when to
-stop), dies with it, and runs at COMPILE_NICENESS: on a machine whose cores are all busy (the serving loop,
-a load generator, other work) a compile at the same priority took a core from the requests for its whole
-length; niced, it takes what they leave, and a change is served a little later instead of every answer
-being slower meanwhile. Custom strategies go by name only: an image refers to them by name
-(flagproxy/image.py), so the worker loading it binds its own. If the process dies, that document is
+The process is started once, on the first compile (the first document too: compiled in the serving process,
+the parsed document and the model would leave its arenas holding megabytes it never uses again), by `spawn` (a
+fork of a serving process would copy its threads' locks), lives as long as the instance, ignores SIGINT (the
+serving process decides when to stop), dies with it, and runs at COMPILE_NICENESS: on a machine whose cores
+are all busy (the serving loop, a load generator, other work) a compile at the same priority took a core from
+the requests for its whole length; niced, it takes what they leave, and a change is served a little later
+instead of every answer being slower meanwhile. Custom strategies go by name only: an image refers to them by
+name (flagproxy/image.py), so the worker loading it binds its own. If the process dies, that document is
 compiled in the thread instead and the next one starts a new process.
 
 `--workers N` compiles in the main process, which serves nothing, in a thread at COMPILE_THREAD_NICENESS (5),

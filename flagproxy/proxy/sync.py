@@ -60,9 +60,10 @@ def build_sync(
     publication = instance.publication
     observed = s.enable_prometheus or s.enable_status_page  # both read what the sync's series say
 
-    # Apart once something is served: the first document compiles here, with nothing to answer meanwhile.
-    serving = (lambda: publication.stamp() is not None) if compile_apart else (lambda: False)
-    compiler = ImageCompiler(s.custom_strategies, logger, apart=serving)
+    # Apart from the first document on: compiled here, even with nothing to answer meanwhile, the parsed
+    # document and the model left the serving process's arenas holding about 11 MiB more at 5000 flags
+    # (98.3 against 87.2 MiB after load, benchmarks/README.md); apart, it only loads images.
+    compiler = ImageCompiler(s.custom_strategies, logger, apart=lambda: compile_apart)
 
     async def publish(document: bytes, source: str) -> int:
         """`document` (the bytes the upstream sent) checked, compiled once for every worker and published;

@@ -61,7 +61,8 @@ def test_requests_are_answered_from_the_old_snapshot_while_the_new_one_compiles(
 ):
     process = launch(proxy_env(upstream, SERVICE_FETCH_INTERVAL="100"))  # --workers 1, the default
     process.wait_ready()
-    # A first change starts the compile process (the first document compiled before anything was served).
+    # The first document was compiled apart too: the serving process never parsed one.
+    assert len(compile_processes(process)) == 1, "the first document was compiled in the serving process"
     change(upstream, "first-change")
     deadline = time.monotonic() + 30
     while b"first-change" not in answer(process)[2]:
