@@ -330,15 +330,15 @@ def _until_series(server: ServerProcess, wanted: tuple[float, float]) -> None:
         time.sleep(0.1)
 
 
-def test_the_series_count_stream_clients_and_events_sent(
+def test_the_series_count_stream_clients_and_events_sent_over_every_worker(
     backend_env: Callable[[str], dict[str, str]], tmp_path: Path
 ) -> None:
-    # One worker: the samples go through the folder `flagproxy server` makes for its workers all the same
-    # (summing N workers' files is flagproxy/http/series.py's, tested through edge's --workers 2).
-    (server,) = _servers(backend_env("sqlite"), tmp_path, 1)
+    server = ServerProcess(
+        base_env(**backend_env("sqlite")), args=["--workers", "2"], log_path=str(tmp_path / "s.log")
+    ).start()
     try:
         assert _stream_series(server) == (0, 0)
-        opened = [SseStream(server.port, CLIENT_TOKEN) for _ in range(4)]
+        opened = [SseStream(server.port, CLIENT_TOKEN) for _ in range(4)]  # spread over both workers
         for each in opened:
             connected(each)
         _until_series(server, (4, 4))
