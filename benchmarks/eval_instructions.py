@@ -12,8 +12,9 @@ what one costs once the plans are built (the 64 contexts' first two requests wal
 Each context's appName and environment are replaced by "load" and "default" (the figures before
 2026-11-26 evening were taken so); `--as-sent` keeps them, as the proxy does with a context that has them
 (`post-unique` of the load benchmarks): more constraints hold, so more flags are left to walk (at 5000
-flags about 1,650 a request instead of 1,080, and 1,870 MurmurHash3 hashes instead of 1,180). The count is exact: it moves only when the engine's code does (issue 25's change
-6 was measured so, before and after, each tree's build on its PYTHONPATH).
+flags about 1,650 a request instead of 1,080, and 1,870 MurmurHash3 hashes instead of 1,180). The count
+is exact: it moves only when the engine's code does (issue 25's change 6 was measured so, before and
+after, each tree's build on its PYTHONPATH).
 """
 
 from __future__ import annotations
