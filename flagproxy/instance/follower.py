@@ -32,13 +32,13 @@ from typing import Any, TypeVar
 
 import orjson
 
-from flagproxy.image import release_steps
 from flagproxy.instance.channel import Wakeup
 from flagproxy.instance.store import (
     ImageError,
     SnapshotStore,
     load_image_steps,
     reads_remote_address_steps,
+    release_steps,
     return_free_memory,
 )
 from flagproxy.sync.publication import Publication, Published

@@ -38,6 +38,7 @@ from flagproxy.image import (
     features_body_of,
     load_image,
     load_image_steps,
+    release_steps,
 )
 from flagproxy.snapshot import compile_snapshot
 from flagproxy.sync.documents import check_document, flag_count, read_document
@@ -56,6 +57,7 @@ __all__ = [
     "compile_image",
     "load_image_steps",
     "reads_remote_address_steps",
+    "release_steps",
     "return_free_memory",
 ]
 
