@@ -199,6 +199,10 @@ def build_persistence(settings: EdgeSettings, logger: Any) -> Persistence | None
         from flagproxy.edge.redis_store import RedisPersistence  # the Redis client: the leader's alone
 
         return RedisPersistence(settings.redis, logger)
+    if settings.s3 is not None:
+        from flagproxy.edge.s3_store import S3Persistence  # botocore: the leader's alone
+
+        return S3Persistence(settings.s3, logger)
     if settings.backup_folder:
         return FolderPersistence(settings.backup_folder)
     return None

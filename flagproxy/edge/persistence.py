@@ -6,7 +6,8 @@ interface with a backend per option, and at most one of them (Edge's `data-provi
   validated tokens as SHA-256 digests with their scope (flagproxy/sync/backup.py's files).
 - `--redis-url` or `--redis-host` (flagproxy/edge/redis_store.py): Edge's keys, written every 60 s,
   soon after a change, and at stop.
-- `--s3-bucket-name`: refused at start (docs/edge.md says why).
+- `--s3-bucket-name` (flagproxy/edge/s3_store.py): Edge's objects in an S3 bucket, written as Redis's
+  keys are (flagproxy/edge/persistence_keys.py).
 
 The leader (flagproxy/edge/leader.py) owns the one backend of an instance; workers never write. At start
 it `load`s it before the sync asks for a feed (`restore_feed`) or the tokens (`restore_tokens`); every
@@ -15,6 +16,7 @@ published feed goes to `feed_changed`, every change of the validated tokens to `
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -180,15 +182,68 @@ def redis_target(values: dict[str, Any], named: dict[str, str]) -> RedisTarget |
     )
 
 
+# ---- Edge's S3 options (crates/oss/unleash-edge-cli/src/lib.rs, S3Args) -----------------------------------
+
+# What botocore takes as a bucket name (botocore/handlers.py VALID_BUCKET): checked here so that a bad one
+# stops the start instead of failing every write.
+BUCKET_NAME = re.compile(r"[a-zA-Z0-9.\-_]{1,255}")
+ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")  # the AWS SDKs' order, S3's own first
+
+
+@dataclass(frozen=True)
+class S3Target:
+    bucket: str
+    force_path_style: bool
+    # From the environment, as Edge's `aws_config::load_from_env` reads them; None: the SDK's default
+    # (AWS's endpoint; the region of the profile, or us-east-1).
+    endpoint: str | None
+    region: str | None
+
+    @property
+    def shown(self) -> str:
+        return f"S3 bucket {self.bucket}" + (f" at {self.endpoint}" if self.endpoint else "")
+
+
+def s3_target(values: dict[str, Any], named: dict[str, str]) -> S3Target | None:
+    """--s3-bucket-name and --s3-force-path-style, with the AWS endpoint and region of the environment;
+    None without a bucket; ConfigError for what cannot reach one."""
+
+    def label(key: str) -> str:
+        return named.get(key, "--" + key.replace("_", "-"))
+
+    bucket = values.get("s3_bucket_name")
+    if bucket is None:
+        if values.get("s3_force_path_style"):
+            raise ConfigError(f"{label('s3_force_path_style')} needs --s3-bucket-name")
+        return None
+    if not BUCKET_NAME.fullmatch(bucket):
+        raise ConfigError(
+            f"{label('s3_bucket_name')}: {bucket!r} is not a bucket name (letters, digits, '.', '-', '_')"
+        )
+    endpoint = None
+    for variable in ENDPOINT_VARIABLES:
+        if os.environ.get(variable):
+            endpoint = os.environ[variable]
+            parts = urlsplit(endpoint)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ConfigError(f"{variable}: {endpoint!r} is not an http:// or https:// URL")
+            break
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None
+    return S3Target(bucket, bool(values.get("s3_force_path_style")), endpoint, region)
+
+
 def check_persistence(values: dict[str, Any], named: dict[str, str]) -> None:
-    """At start: one backend at most, S3 refused, Redis options that make a URL (`values["redis"]`)."""
-    for key in ("s3_bucket_name", "s3_force_path_style"):
-        if values.get(key):
-            raise ConfigError(
-                f"{named.get(key, '--' + key.replace('_', '-'))}: S3 persistence is not supported by "
-                "flagproxy edge; use --redis-url or --backup-folder"
-            )
+    """At start: one backend at most (`values["redis"]`, `values["s3"]`), each with options that reach it."""
     values["redis"] = redis_target(values, named)
-    if values["redis"] is not None and values.get("backup_folder"):
-        which = named.get("redis_url") or named.get("redis_host")
-        raise ConfigError(f"{named['backup_folder']} and {which}: choose one place to persist to")
+    values["s3"] = s3_target(values, named)
+    chosen = [
+        named.get(key) or "--" + key.replace("_", "-")
+        for key, given in (
+            ("backup_folder", values.get("backup_folder")),
+            ("redis_url" if values.get("redis_url") else "redis_host", values["redis"]),
+            ("s3_bucket_name", values["s3"]),
+        )
+        if given
+    ]
+    if len(chosen) > 1:
+        raise ConfigError(f"{' and '.join(chosen)}: choose one place to persist to")

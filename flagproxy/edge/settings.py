@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from flagproxy.edge.persistence import RedisTarget, check_persistence
+from flagproxy.edge.persistence import RedisTarget, S3Target, check_persistence
 from flagproxy.edge.tokens import EdgeToken, TokenFormatError, parse_offline, parse_pretrusted, parse_token
 from flagproxy.http.client_tls import ClientTls, client_context
 from flagproxy.http.tls import server_ssl
@@ -87,7 +87,7 @@ OPTIONS: tuple[Option, ...] = (
            "seconds between two bulk metrics posts upstream", (EDGE,), "-m", group="usage"),
     Option("token_revalidation_interval_seconds", "TOKEN_REVALIDATION_INTERVAL_SECONDS", 3600, "int",
            "seconds between two revalidations of every known token", (EDGE,), group="tokens"),
-    # Persistence (flagproxy/edge/persistence.py): at most one of --backup-folder, Redis, S3 (refused).
+    # Persistence (flagproxy/edge/persistence.py): at most one of --backup-folder, Redis, S3.
     Option("backup_folder", "BACKUP_FOLDER", None, "path",
            "folder where the last good features of each environment and the validated tokens' digests are "
            "kept and read at start (never a secret)", (EDGE,), "-b", group="persistence"),
@@ -115,10 +115,13 @@ OPTIONS: tuple[Option, ...] = (
            group="persistence"),
     Option("redis_write_connection_timeout_milliseconds", "REDIS_WRITE_CONNECTION_TIMEOUT_MILLISECONDS",
            2000, "int", "milliseconds allowed to connect to Redis and write", (EDGE,), group="persistence"),
-    Option("s3_bucket_name", "S3_BUCKET_NAME", None, "str", "not supported: refused at start", (EDGE,),
-           group="persistence"),
-    Option("s3_force_path_style", "S3_FORCE_PATH_STYLE", False, "bool", "not supported: refused at start",
+    Option("s3_bucket_name", "S3_BUCKET_NAME", None, "str",
+           "S3 bucket to keep features and validated tokens' digests in, read at start; endpoint, region "
+           "and credentials from the AWS variables (AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, ...)",
            (EDGE,), group="persistence"),
+    Option("s3_force_path_style", "S3_FORCE_PATH_STYLE", False, "bool",
+           "address the bucket in the URL's path (<endpoint>/<bucket>/...), not its host name", (EDGE,),
+           group="persistence"),
     Option("delta_kept_events", "DELTA_KEPT_EVENTS", 100, "int",
            "delta events kept per environment and project set for /api/client/delta and "
            "/api/client/streaming; a reader further behind gets a hydration", group="serving"),
@@ -223,7 +226,7 @@ class EdgeSettings:
     streaming: bool = False
     metrics_interval_seconds: int = 60
     token_revalidation_interval_seconds: int = 3600
-    # Persistence: --backup-folder, or Redis (`redis`: the target its options make, edge/persistence.py).
+    # Persistence: --backup-folder, Redis or S3 (`redis`, `s3`: what their options make: edge/persistence.py)
     backup_folder: str | None = None
     redis_url: tuple[str, ...] = ()
     redis_mode: str = "single"
@@ -238,6 +241,7 @@ class EdgeSettings:
     s3_bucket_name: str | None = None
     s3_force_path_style: bool = False
     redis: RedisTarget | None = None
+    s3: S3Target | None = None
     delta_kept_events: int = 100
     max_streams: int = 1000
     disable_all_endpoint: bool = False

@@ -9,6 +9,8 @@ upstream was asked.
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -61,6 +63,26 @@ def edge(upstream_url: str, tokens: list[str], *extra: str, env: dict[str, str] 
     return EdgeProcess([*args, *extra], env)
 
 
+def wait_for(check: Callable[[], Any], what: str, timeout: float = 20) -> None:
+    """Until `check()` holds (a wait for something to happen, not a measure of how fast it does)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
+def flag_names(process: EdgeProcess, token: str) -> set[str]:
+    status, _, body = process.get("/api/frontend", token)
+    assert status == 200, (status, body)
+    return {toggle["name"] for toggle in orjson.loads(body)["toggles"]}
+
+
+def client_flag_names(process: EdgeProcess, token: str) -> set[str]:
+    status, _, body = process.get("/api/client/features", token)
+    assert status == 200, (status, body)
+    return {feature["name"] for feature in orjson.loads(body)["features"]}
+
+
 def features_doc(*flags: tuple[str, str, bool]) -> dict[str, Any]:
     """A client features document of (name, project, enabled) flags with the default strategy."""
     return {
@@ -75,6 +97,38 @@ def features_doc(*flags: tuple[str, str, bool]) -> dict[str, Any]:
             for name, project, enabled in flags
         ],
     }
+
+
+EDGE_CLIENT = "[]:development.edge-written-client"
+EDGE_FRONTEND = "[]:development.edge-written-frontend"
+
+
+def edge_written() -> tuple[bytes, bytes]:
+    """The features and tokens entries Unleash Edge writes to Redis or S3
+    (crates/oss/unleash-edge-persistence): `[environment, document]` pairs, and its validated tokens with
+    their secrets."""
+    document = {
+        **features_doc(("alpha", "default", True), ("beta", "other", True)),
+        "query": {"project": ["default", "other"], "environment": "development"},
+    }
+    entries = [
+        {"token": token, "type": kind, "environment": "development", "projects": ["default"],
+         "status": "Validated"}
+        for token, kind in ((EDGE_CLIENT, "backend"), (EDGE_FRONTEND, "frontend"))
+    ]  # fmt: skip
+    return orjson.dumps([["development", document]]), orjson.dumps(entries)
+
+
+def serves_edge_written(*options: str, env: dict[str, str] | None = None) -> None:
+    """An edge whose upstream is away, reading `edge_written()` from the store its options name, is ready
+    from it; a token of one project sees that project's flags only."""
+    process = edge(f"http://127.0.0.1:{free_port()}", [EDGE_CLIENT], *options, env=env)
+    try:
+        process.wait_ready()
+        assert flag_names(process, EDGE_FRONTEND) == {"alpha"}
+    finally:
+        _, err = process.stop()
+    assert process.popen.returncode == 0, err
 
 
 class CountingUpstream:

@@ -3,8 +3,8 @@ loopback port with nothing saved to disk, never the machine's own Redis), real e
 counting stub upstream (tests/edge/harness.py): a restart while the upstream is away is ready from Redis
 and serves the tokens and flags it knew, with one worker or two; SIGTERM writes before exit 0; Redis going
 away while the edge runs costs one log line; Edge's own entries are read; two feeds share their
-environment's document; a password, a unix socket and TLS reach it, a wrong password costs one line; S3
-and cluster mode are refused.
+environment's document; a password, a unix socket and TLS reach it, a wrong password costs one line;
+cluster mode is refused.
 """
 
 from __future__ import annotations
@@ -21,7 +21,16 @@ import pytest
 import redis
 
 from tests.edge.certificates import TestCA
-from tests.edge.harness import CountingUpstream, edge, features_doc
+from tests.edge.harness import (
+    CountingUpstream,
+    client_flag_names,
+    edge,
+    edge_written,
+    features_doc,
+    flag_names,
+    serves_edge_written,
+    wait_for,
+)
 from tests.http.loopback import free_port
 
 CLIENT = "*:development.redis-client-secret"
@@ -89,26 +98,6 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
     server.kill()
 
 
-def wait_for(check, what: str, timeout: float = 20) -> None:
-    """Until `check()` holds (a wait for something to happen, not a measure of how fast it does)."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.1)
-
-
-def flag_names(process, token: str = FRONTEND) -> set[str]:
-    status, _, body = process.get("/api/frontend", token)
-    assert status == 200, (status, body)
-    return {toggle["name"] for toggle in orjson.loads(body)["toggles"]}
-
-
-def client_flag_names(process) -> set[str]:
-    status, _, body = process.get("/api/client/features", CLIENT)
-    assert status == 200, (status, body)
-    return {feature["name"] for feature in orjson.loads(body)["features"]}
-
-
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_restart_while_the_upstream_is_away_is_ready_from_redis(
     counting: CountingUpstream, redis_server: RedisServer, workers: int
@@ -118,7 +107,10 @@ def test_a_restart_while_the_upstream_is_away_is_ready_from_redis(
     options = ("--redis-url", redis_server.url, "--workers", str(workers))
     process = edge(counting.url, [CLIENT], *options)
     process.wait_ready()
-    assert flag_names(process) == {"alpha", "beta"}  # the frontend token is validated, so it is kept
+    assert flag_names(process, FRONTEND) == {
+        "alpha",
+        "beta",
+    }  # the frontend token is validated, so it is kept
     _, err = process.stop(signal.SIGTERM)
     assert process.popen.returncode == 0, err
 
@@ -139,8 +131,8 @@ def test_a_restart_while_the_upstream_is_away_is_ready_from_redis(
     process = edge(url, [CLIENT], *options)
     try:
         process.wait_ready()  # from Redis: the upstream is gone
-        assert flag_names(process) == {"alpha", "beta"}
-        assert client_flag_names(process) == {"alpha", "beta"}
+        assert flag_names(process, FRONTEND) == {"alpha", "beta"}
+        assert client_flag_names(process, CLIENT) == {"alpha", "beta"}
         assert process.get("/api/frontend", "*:development.never-seen")[0] == 401  # nobody to ask
         status, headers, _ = process.get("/api/client/delta", CLIENT)
         assert status == 200 and int(headers["etag"].strip('W/"')) >= event_ids["development"]
@@ -205,11 +197,11 @@ def test_redis_going_away_costs_one_log_line(counting: CountingUpstream, redis_s
         redis_server.kill()
         for name in ("gamma", "delta", "epsilon"):  # each change is a write that fails
             counting.documents[CLIENT] = features_doc(("alpha", "default", True), (name, "default", True))
-            wait_for(lambda name=name: name in flag_names(process), f"{name} served")
+            wait_for(lambda name=name: name in flag_names(process, FRONTEND), f"{name} served")
         assert process.popen.poll() is None
         redis_server.start()  # the same port, empty
         counting.documents[CLIENT] = features_doc(("alpha", "default", True), ("zeta", "default", True))
-        wait_for(lambda: "zeta" in flag_names(process), "zeta served")
+        wait_for(lambda: "zeta" in flag_names(process, FRONTEND), "zeta served")
 
         def written() -> bool:
             features = redis_server.get_json("unleash-features")
@@ -230,25 +222,10 @@ def test_edge_entries_are_read_and_a_feed_is_cut_to_its_projects(
 ) -> None:
     """What Unleash Edge itself writes (its tokens with their secrets, an environment's features) serves a
     flagproxy edge whose upstream is away; a token of one project sees that project's flags only."""
-    client = "[]:development.edge-written-client"
-    frontend = "[]:development.edge-written-frontend"
-    document = {**FLAGS, "query": {"project": ["default", "other"], "environment": "development"}}
-    entries = [
-        {"token": client, "type": "backend", "environment": "development", "projects": ["default"],
-         "status": "Validated"},
-        {"token": frontend, "type": "frontend", "environment": "development", "projects": ["default"],
-         "status": "Validated"},
-    ]  # fmt: skip
-    redis_server.client().set("unleash-features", orjson.dumps([["development", document]]))
-    redis_server.client().set("unleash-tokens", orjson.dumps(entries))
-    nowhere = f"http://127.0.0.1:{free_port()}"
-    process = edge(nowhere, [client], "--redis-url", redis_server.url)
-    try:
-        process.wait_ready()
-        assert flag_names(process, frontend) == {"alpha"}
-    finally:
-        _, err = process.stop(signal.SIGTERM)
-    assert process.popen.returncode == 0, err
+    features, tokens = edge_written()
+    redis_server.client().set("unleash-features", features)
+    redis_server.client().set("unleash-tokens", tokens)
+    serves_edge_written("--redis-url", redis_server.url)
 
 
 @pytest.mark.parametrize("how", ["host, port and password", "unix socket"])
@@ -312,7 +289,7 @@ def test_a_redis_that_refuses_at_start_costs_one_line(counting: CountingUpstream
         process.wait_ready()  # from the upstream
         for name in ("gamma", "delta"):  # changes: writes that are refused too
             counting.documents[CLIENT] = features_doc(("alpha", "default", True), (name, "default", True))
-            wait_for(lambda name=name: name in flag_names(process), f"{name} served")
+            wait_for(lambda name=name: name in flag_names(process, FRONTEND), f"{name} served")
     finally:
         out, err = process.stop(signal.SIGTERM)
         server.kill()
@@ -328,7 +305,6 @@ def test_a_redis_that_refuses_at_start_costs_one_line(counting: CountingUpstream
             ["--redis-url", "redis://127.0.0.1:1", "--redis-mode", "cluster"],
             "--redis-mode: cluster is not supported",
         ),
-        (["--s3-bucket-name", "flags"], "--s3-bucket-name: S3 persistence is not supported"),
         (["--redis-url", "redis://127.0.0.1:1", "--backup-folder", "/tmp"], "choose one place"),
         (["--redis-url", "http://127.0.0.1:1"], "--redis-url: give a redis://"),
         (["--redis-url", "redis://127.0.0.1:1/cache"], "--redis-url: after the host, only a database"),
