@@ -69,6 +69,15 @@ def main(argv: list[str]) -> int:
     from flagproxy.http.serving import cannot_listen
 
     given = settings.sources
+    if settings.redirect_http_to_https and not settings.tls_enable:
+        # Edge starts and ignores it (crates/oss/unleash-edge/src/main.rs redirects only under tls_enable);
+        # so does this drop-in, but it says so once rather than leave plain HTTP served unannounced.
+        from flagproxy.http.logger import make_logger
+
+        make_logger(None, settings.log_level, False).warn(
+            f"{given.get('redirect_http_to_https', '--redirect-http-to-https')} does nothing without "
+            f"--tls-enable (as in Edge): {given.get('port', '--port')} serves plain HTTP"
+        )
     # With --tls-enable the plain port is bound only to redirect, as in Edge.
     ports = [("tls_server_port", "--tls-server-port")] if settings.tls_enable else []
     if not settings.tls_enable or settings.redirect_http_to_https:

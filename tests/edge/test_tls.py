@@ -140,6 +140,27 @@ def test_the_plain_port_redirects_to_https(counting: CountingUpstream, ca: TestC
     assert _refused(process.port) and _refused(tls_port)  # both let go at the stop
 
 
+def test_the_redirect_without_tls_serves_plain_http_and_says_so(counting: CountingUpstream) -> None:
+    """As Edge (it redirects only under --tls-enable) the option changes nothing: --port serves every
+    route over plain HTTP, and nothing listens on the TLS port; one WARN line says the option did nothing."""
+    counting.add(DEV_CLIENT, "client", "development", ["*"], features_doc(("f", "default", True)))
+    tls_port = free_port()
+    process = edge(
+        counting.url, [DEV_CLIENT], "--tls-server-port", str(tls_port), env={"REDIRECT_HTTP_TO_HTTPS": "true"}
+    )
+    try:
+        process.wait_ready()
+        status, _, body = process.get("/api/client/features", DEV_CLIENT)
+        assert status == 200 and orjson.loads(body)["features"][0]["name"] == "f"
+        assert _refused(tls_port)
+    finally:
+        out, err = process.stop(signal.SIGTERM)
+    assert process.popen.returncode == 0, err
+    said = [line for line in out.splitlines() if "does nothing without --tls-enable" in line]
+    assert len(said) == 1 and said[0].startswith("WARN: REDIRECT_HTTP_TO_HTTPS does nothing"), out
+    assert said[0].endswith("PORT serves plain HTTP"), out  # the harness gives the port as PORT
+
+
 def _start(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     import os
 
