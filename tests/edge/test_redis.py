@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -54,6 +56,7 @@ class RedisServer:
                           "--tls-key-file", str(key), "--tls-ca-cert-file", str(ca.ca_file),
                           "--tls-auth-clients", "no")  # fmt: skip
         self.password = extra[extra.index("--requirepass") + 1] if "--requirepass" in extra else None
+        self.username: str | None = None
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -77,7 +80,13 @@ class RedisServer:
 
     def client(self) -> redis.Redis:
         tls = {"ssl": True, "ssl_ca_certs": str(self.ca.ca_file)} if self.ca is not None else {}
-        return redis.Redis(host="127.0.0.1", port=self.port, password=self.password, socket_timeout=5, **tls)
+        login = {"username": self.username, "password": self.password}
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5, **login, **tls)
+
+    def start_as(self, username: str, password: str) -> None:
+        """Start, then speak to it as this ACL user."""
+        self.username, self.password = username, password
+        self.start()
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -228,6 +237,22 @@ def test_edge_entries_are_read_and_a_feed_is_cut_to_its_projects(
     serves_edge_written("--redis-url", redis_server.url)
 
 
+def writes_through(counting: CountingUpstream, server: RedisServer, options: list[str], **kw: Any) -> str:
+    """An edge with these Redis options gets ready and, at its stop, has written its flags to `server`
+    without a word of trouble; what it printed."""
+    process = edge(counting.url, [CLIENT], *options, **kw)
+    try:
+        process.wait_ready()
+    finally:
+        out, err = process.stop(signal.SIGTERM)
+        stored = server.get_json("unleash-features")
+        server.kill()
+    assert process.popen.returncode == 0, err
+    assert "cannot be used" not in out, out
+    assert {f["name"] for f in stored[0][1]["features"]} == {"alpha", "beta"}
+    return out + err
+
+
 @pytest.mark.parametrize("how", ["host, port and password", "unix socket"])
 def test_redis_options_reach_it(counting: CountingUpstream, tmp_path: Path, how: str) -> None:
     server = RedisServer(tmp_path, "--requirepass", "s3cr3t-pw")
@@ -244,17 +269,47 @@ def test_redis_options_reach_it(counting: CountingUpstream, tmp_path: Path, how:
             "--redis-password",
             "s3cr3t-pw",
         ]
-    process = edge(counting.url, [CLIENT], *options, "--log-level", "info")
+    printed = writes_through(counting, server, [*options, "--log-level", "info"])
+    assert "s3cr3t-pw" not in printed
+
+
+def test_redis_username_reaches_an_acl_user(counting: CountingUpstream, tmp_path: Path) -> None:
+    """--redis-username with --redis-password logs in as a Redis 6+ ACL user (the default user is off, so
+    nothing else gets in)."""
+    server = RedisServer(
+        tmp_path, "--user", "default", "off", "--user", "edge", "on", ">edge-pw", "~*", "+@all"
+    )
+    server.start_as("edge", "edge-pw")
+    counting.add(CLIENT, "client", "development", ["*"], FLAGS)
+    writes_through(
+        counting,
+        server,
+        ["--redis-url", server.url, "--redis-username", "edge", "--redis-password", "edge-pw"],
+    )
+
+
+def test_the_redis_timeouts_bound_a_redis_that_never_answers(counting: CountingUpstream) -> None:
+    """A listener that takes connections and answers nothing: the read at start gives up after
+    --redis-read-connection-timeout-milliseconds (the edge gets ready from the upstream), the writes after
+    --redis-write-connection-timeout-milliseconds, and all of it is one line."""
+    silent = socket.create_server(("127.0.0.1", 0))
+    port = silent.getsockname()[1]
+    counting.add(CLIENT, "client", "development", ["*"], FLAGS)
+    counting.add(FRONTEND, "frontend", "development", ["*"])
+    options = ["--redis-url", f"redis://127.0.0.1:{port}", "--redis-read-connection-timeout-milliseconds",
+               "300", "--redis-write-connection-timeout-milliseconds", "300"]  # fmt: skip
+    process = edge(counting.url, [CLIENT], *options)
     try:
         process.wait_ready()
+        for name in ("gamma", "delta"):  # changes: writes that time out too
+            counting.documents[CLIENT] = features_doc(("alpha", "default", True), (name, "default", True))
+            wait_for(lambda name=name: name in flag_names(process, FRONTEND), f"{name} served")
     finally:
         out, err = process.stop(signal.SIGTERM)
-        stored = server.get_json("unleash-features")
-        server.kill()
+        silent.close()
     assert process.popen.returncode == 0, err
-    assert {f["name"] for f in stored[0][1]["features"]} == {"alpha", "beta"}
-    assert "s3cr3t-pw" not in out + err
-    assert "cannot be used" not in out
+    away = [line for line in out.splitlines() if "cannot be used" in line]
+    assert len(away) == 1 and "Timeout" in away[0], out
 
 
 @pytest.mark.parametrize("how", [["--redis-secure"], ["--redis-scheme", "tls"]])
@@ -267,16 +322,7 @@ def test_redis_over_tls(counting: CountingUpstream, tmp_path: Path, how: list[st
     counting.add(CLIENT, "client", "development", ["*"], FLAGS)
     options = ["--redis-url", server.url] if how == ["--redis-secure"] else ["--redis-host", "127.0.0.1"]
     options += ["--redis-port", str(server.port), *how]
-    process = edge(counting.url, [CLIENT], *options, env={"SSL_CERT_FILE": str(ca.ca_file)})
-    try:
-        process.wait_ready()
-    finally:
-        out, err = process.stop(signal.SIGTERM)
-        stored = server.get_json("unleash-features")
-        server.kill()
-    assert process.popen.returncode == 0, err
-    assert "cannot be used" not in out, out
-    assert {f["name"] for f in stored[0][1]["features"]} == {"alpha", "beta"}
+    writes_through(counting, server, options, env={"SSL_CERT_FILE": str(ca.ca_file)})
 
 
 def test_a_redis_that_refuses_at_start_costs_one_line(counting: CountingUpstream, tmp_path: Path) -> None:
