@@ -156,9 +156,10 @@ def launch(base_env) -> Iterator:
 
 @pytest.fixture
 def embedded(upstream: StubUpstream, base_env: dict[str, str]) -> Iterator[Callable[..., EmbeddedProxy]]:
-    """`embedded(keywords, logger=..., storage=..., env=..., wait=True, **options)`: a program that embeds
-    the proxy (tests/http/embedded.py), for the options that are objects. Without `keywords` it is given
-    DEFAULTS and `options` against the test's `upstream`; `keywords` are passed as they are."""
+    """`embedded(keywords, logger=..., storage=..., middleware=False, env=..., wait=True, **options)`: a
+    program that embeds the proxy (tests/http/embedded.py), for the options that are objects. Without
+    `keywords` it is given DEFAULTS and `options` against the test's `upstream`; `keywords` are passed as
+    they are."""
     started: list[EmbeddedProxy] = []
 
     def start(
@@ -166,13 +167,14 @@ def embedded(upstream: StubUpstream, base_env: dict[str, str]) -> Iterator[Calla
         *,
         logger: str | None = None,
         storage: str | None = None,
+        middleware: bool = False,
         env: dict[str, str] | None = None,
         wait: bool = True,
         **options: Any,
     ) -> EmbeddedProxy:
         if keywords is None:
             keywords = {"service_url": upstream.url, **DEFAULTS, **options}
-        spec = {"keywords": keywords, "logger": logger, "storage": storage}
+        spec = {"keywords": keywords, "logger": logger, "storage": storage, "middleware": middleware}
         started.append(EmbeddedProxy(spec, {**base_env, **(env or {})}, upstream))
         return _waited(started[-1], wait)
 

@@ -12,6 +12,8 @@ storage provider object (keyword only), and create_app's keywords with the envir
   <message>` lines to stderr. Either way the proxy itself should print nothing to stdout.
 - `storage`: a path; the storage provider (async get/set) writes each payload it is given there as
   {"key": ..., "payload": ...}.
+- `middleware`: true to register a response middleware of the program's own that adds `X-Embedder: seen`
+  to every answer (Sanic's `app.register_middleware`), as a program adding a header of its own would.
 It listens on 127.0.0.1 at $PORT.
 """
 
@@ -82,6 +84,12 @@ def main() -> None:
     if spec.get("storage"):
         keywords["storage_provider"] = FileStorage(spec["storage"])
     app = create_app(**keywords)
+    if spec.get("middleware"):
+
+        async def mark(request: Any, response: Any) -> None:
+            response.headers["X-Embedder"] = "seen"
+
+        app.register_middleware(mark, "response")
     app.run(host="127.0.0.1", port=int(os.environ["PORT"]), single_process=True, motd=False)
 
 

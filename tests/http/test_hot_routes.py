@@ -6,15 +6,10 @@ hands to Sanic (a body still arriving, chunked, Expect, too large, HEAD, `/proxy
 
 from __future__ import annotations
 
-import asyncio
 import re
 import socket
 import time
 
-from sanic import Sanic
-
-from flagproxy.http import hot_routes, request
-from flagproxy.proxy import create_app
 from tests.http.loopback import KEY, SAMPLE
 
 BODY = b'{"context": {"userId": "u-1", "sessionId": "s-1", "properties": {"region": "eu"}}}'
@@ -95,40 +90,6 @@ def test_hot_routes_answer_as_sanic_does(proxy_factory, embedded):
     assert statuses[0] == statuses[1] == [b"HTTP/1.1 200"] * 3
 
 
-def _resolved(app: Sanic) -> set[tuple[str, str]]:
-    """What the first request finds: the routes and signals are final once the app has started."""
-
-    async def started() -> set[tuple[str, str]]:
-        app.router.finalize()
-        app.signal_router.finalize()
-        app.finalize_middleware()
-        return set(app.ctx.hot_routes._resolve())
-
-    return asyncio.run(started())
-
-
-ENV = {"SERVICE_URL": "http://127.0.0.1:9/api", "SERVICE_API_TOKEN": "t", "SERVICE_PROXY_CLIENT_KEYS": KEY}
-
-
-def test_the_installed_sanic_builds_requests_without_repacking_its_keywords():
-    assert request._FITS  # else flagproxy/http/request.py passes *args/**kwargs through (slower)
-
-
-def test_the_toggle_routes_are_the_hot_ones():
-    assert hot_routes._SANIC_FITS  # else every request would quietly go Sanic's way
-    app = create_app(env=ENV, log_warnings=False)
-    assert _resolved(app) == {(m, p) for m in ("GET", "POST") for p in ("/proxy", "/proxy/all")}
-
-
-def test_middleware_or_http_signals_send_every_request_sanic_s_way():
-    with_middleware = create_app(env=ENV, log_warnings=False)
-    with_middleware.register_middleware(lambda request: None, "request")
-    assert _resolved(with_middleware) == set()
-    with_signal = create_app(env=ENV, log_warnings=False)
-    with_signal.signal("http.lifecycle.request")(lambda **_: None)
-    assert _resolved(with_signal) == set()
-
-
 def test_a_post_to_an_any_case_path_evaluates_its_body(proxy_serving):
     # Express routes /PROXY as /proxy. Sanic's NotFound comes before the body is read: the fallback that
     # serves it read an empty body, and answered as if there were no context (random rollouts).
@@ -140,3 +101,14 @@ def test_a_post_to_an_any_case_path_evaluates_its_body(proxy_serving):
     too_large = [exchange(proxy.port, [post(big, path=path)]) for path in (b"/proxy", b"/PROXY")]
     assert too_large[0].startswith(b"HTTP/1.1 413")
     assert too_large[1] == too_large[0]
+
+
+def test_an_embedding_programs_middleware_runs_on_the_toggle_routes(embedded):
+    # A middleware turns the shorter way off (tests/proxy/test_hot_routes_choice.py): seen from outside, the
+    # program's own response middleware marks every answer, the toggle routes' included.
+    proxy = embedded(middleware=True, enable_all_endpoint=True)
+    for writes in ([post() + CLOSE], [post(path=b"/proxy/all") + CLOSE], [get(b"/proxy?userId=u1") + CLOSE]):
+        answer = exchange(proxy.port, writes)
+        assert answer.startswith(b"HTTP/1.1 200 OK") and b"\r\nX-Embedder: seen\r\n" in answer, answer[:400]
+    status, headers, _ = proxy.get("/proxy/health")
+    assert status == 200 and headers["x-embedder"] == "seen"

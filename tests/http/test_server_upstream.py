@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.http.loopback import KEY
 from tests.http.processes import ProxyUnderTest, process_env
 from tests.server.harness import CLIENT_TOKEN, ServerProcess, base_env, unique
 
@@ -70,7 +71,7 @@ def proxy_of(seeded: Seeded, tmp_path: Path) -> Iterator[Any]:
         configuration = {
             "service_url": f"{seeded.server.url}/api",
             "service_api_token": CLIENT_TOKEN,
-            "client_keys": ["proxy-secret"],
+            "client_keys": [KEY],
             "metrics_interval": 0,
             **options,
         }
@@ -126,3 +127,23 @@ def test_polls_get_the_servers_304_until_a_change_there(seeded: Seeded, proxy_of
     wait_until(lambda: new in served(proxy, p))
     assert fetches(proxy, "updated") > updated
     assert fetches(proxy, "failed") == 0
+
+
+def test_registration_and_usage_land_in_the_servers_records(seeded: Seeded, proxy_of) -> None:
+    """What the proxy posts (register, metrics) is what the server accepts and keeps: the application is
+    listed, and the named toggle's counts are in its usage for the token's environment."""
+    p = seeded.prefix
+    app = unique("proxy-usage")
+    proxy = proxy_of(name_prefix=f"{p}-", service_app_name=app, metrics_interval=500)
+    for _ in range(3):
+        status, _, body = proxy.post("/proxy", {"toggles": [f"{p}-a"], "context": {"userId": "u1"}}, key=KEY)
+        assert status == 200, body
+    usage_path = f"/api/admin/client-metrics/features/{p}-a"
+
+    def counted() -> set[tuple[str, int, int]]:
+        usage = seeded.api.get(usage_path).json()["lastHourUsage"]
+        return {(u["environment"], u["yes"], u["no"]) for u in usage if u["appName"] == app}
+
+    wait_until(lambda: counted() == {("development", 3, 0)}, timeout=20)
+    applications = seeded.api.get("/api/admin/metrics/applications").json()["applications"]
+    assert [a["appName"] for a in applications].count(app) == 1, applications

@@ -23,7 +23,7 @@ from flagproxy.proxy.auth import KeyRing, accepts_either
 from flagproxy.proxy.enrichers import EnricherError, EnricherFileError, enrich, load_enrichers_file
 from flagproxy.proxy.openapi import build_openapi
 from flagproxy.proxy.settings import ProxySettings
-from tests.etags import express_etag
+from tests.etags import express_etag, xxh3_etag
 
 
 # Express's ETags as the Node proxy sends them (proxy-behaviour.md section 8 and its transcripts): they check
@@ -52,6 +52,12 @@ def test_express_etag_is_the_node_proxys(body, etag):
 )
 def test_weak_etag_known_values(body, etag):
     assert weak_etag(body) == etag
+    assert xxh3_etag(body) == etag  # the HTTP tests' oracle (tests/etags.py), pinned to the same values
+
+
+@pytest.mark.parametrize("body", [b"", b"ok", b"OK", b'{"toggles":[]}', bytes(range(256)) * 600])
+def test_the_http_tests_oracle_agrees_with_weak_etag(body):
+    assert xxh3_etag(body) == weak_etag(body)
 
 
 BODIES = [b"", b"ok", b"OK", b"Unauthorized", b'{"toggles":[]}', bytes(range(256)) * 600]

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import sqlite3
 from urllib.parse import quote
 
 import psycopg
 
-from flagproxy.tokens import hex_digest
 from tests.server.harness import (
     ADMIN_TOKEN,
     CLIENT_TOKEN,
@@ -87,15 +87,17 @@ def test_expired_tokens_are_unknown(api: Api) -> None:
 
 
 def _set_stored_expiry(server: ServerProcess, secret: str, expires_at: str) -> None:
-    """Write a token row's expiry behind the server's back, as a hand edit or another tool could."""
+    """Write a token row's expiry behind the server's back, as a hand edit or another tool could. The row is
+    found by the secret's SHA-256 (the server keeps no secret), computed here, not with flagproxy's own."""
+    secret_hash = hashlib.sha256(secret.encode()).hexdigest()
     if "DATABASE_URL" in server.env:
         with psycopg.connect(server.env["DATABASE_URL"], autocommit=True) as connection:
             sql = "UPDATE api_tokens SET expires_at = %s WHERE secret_hash = %s"
-            assert connection.execute(sql, (expires_at, hex_digest(secret))).rowcount == 1
+            assert connection.execute(sql, (expires_at, secret_hash)).rowcount == 1
     else:
         with sqlite3.connect(server.env["DATABASE_PATH"]) as connection:
             sql = "UPDATE api_tokens SET expires_at = ? WHERE secret_hash = ?"
-            assert connection.execute(sql, (expires_at, hex_digest(secret))).rowcount == 1
+            assert connection.execute(sql, (expires_at, secret_hash)).rowcount == 1
 
 
 def test_an_expiry_that_cannot_be_read_has_passed(server: ServerProcess, api: Api) -> None:

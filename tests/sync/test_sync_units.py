@@ -25,7 +25,6 @@ from flagproxy.sync.upstream import (
     is_features_document,
     retry_after_seconds,
 )
-from flagproxy.sync.usage import MAX_TOGGLES, MAX_VARIANTS
 from flagproxy.sync.usage_sender import UsageCollector, UsageCounts, UsageSender
 
 PAYLOAD = {"version": 2, "features": [{"name": "a", "enabled": True, "strategies": []}]}
@@ -188,6 +187,12 @@ def test_retry_after_as_an_http_date():
     assert 85 <= retry_after_seconds(when) <= 90
     past = email.utils.format_datetime(dt.datetime.now(dt.UTC) - dt.timedelta(seconds=90), usegmt=True)
     assert retry_after_seconds(past) == 0.0
+
+
+# The bounds docs/proxy.md states ("a bucket holds at most 10,000 toggle names and 100 variants per toggle"),
+# written down here rather than read from flagproxy/sync/usage.py.
+MAX_TOGGLES = 10_000
+MAX_VARIANTS = 100
 
 
 def test_a_bucket_is_bounded_and_says_what_it_dropped():
