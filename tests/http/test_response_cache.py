@@ -266,3 +266,28 @@ def test_an_edit_no_answer_reads_keeps_the_cached_answers_and_their_etag(upstrea
     new_etag, names = answer()
     assert names == {"first", "second"} and new_etag != etag
     assert hits(proxy) == before + 1  # a new answer, computed: not from the cache
+
+
+def test_the_cache_holds_at_most_response_cache_mb_and_lets_the_oldest_go(plain, proxy_serving):
+    """RESPONSE_CACHE_MB bounds bodies and keys (docs/proxy.md): 40 requests of 60 kB each (their keys, the
+    raw bodies, are 2.4 MB; the answers are one body) fit in 32 MiB but not in 1 MiB, where the oldest goes
+    first and the newest stays."""
+    small = proxy_serving(PLAIN, enable_all_endpoint=True, response_cache_mb=1)
+    bodies = [
+        {"context": {"userId": "bounded", "properties": {"pad": f"{n:03d}" + "x" * 60_000}}}
+        for n in range(40)
+    ]
+
+    def hit_when_asked_again(proxy, body) -> bool:
+        before = hits(proxy)
+        status, _, answer = proxy.post("/proxy", body, key=KEY)
+        assert status == 200, answer
+        return hits(proxy) == before + 1
+
+    for proxy in (plain, small):
+        for body in bodies:
+            for _ in range(2):  # kept the second time
+                assert proxy.post("/proxy", body, key=KEY)[0] == 200
+    assert hit_when_asked_again(plain, bodies[0]) and hit_when_asked_again(plain, bodies[-1])
+    assert hit_when_asked_again(small, bodies[-1])
+    assert not hit_when_asked_again(small, bodies[0])  # gone: 2.4 MB of keys do not fit in 1 MiB
