@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from flagproxy.sync.backup import FileStorageProvider
-from flagproxy.sync.poller import MAX_FAILURES, Poller
+from flagproxy.sync.poller import Poller
 from flagproxy.sync.service import SyncService
 from flagproxy.sync.upstream import (
     NOT_MODIFIED,
@@ -29,6 +29,10 @@ from flagproxy.sync.usage_sender import UsageCollector, UsageCounts, UsageSender
 
 PAYLOAD = {"version": 2, "features": [{"name": "a", "enabled": True, "strategies": []}]}
 DOCUMENT = json.dumps(PAYLOAD).encode()  # as the upstream sends it
+
+# docs/proxy.md: the next poll waits refreshInterval x (1 + failures), failures capped at 10 (the Node SDK's
+# backoff), written down here rather than read from flagproxy/sync/poller.py.
+MAX_FAILURES = 10
 
 
 class Log:
