@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from flagproxy.sync.documents import MISSING_FIELD, NOT_A_DOCUMENT, WRONG_TYPE, DocumentError, check_document
+from flagproxy.sync.documents import DocumentError, check_document
 from tests.conftest import SPEC_DIR
 
 SPEC_FILES = json.loads((SPEC_DIR / "index.json").read_text())
@@ -43,24 +43,25 @@ def test_optional_fields_may_be_null_or_absent() -> None:
     check_document({"events": [{"type": "hydration", "eventId": 1}, {"type": "something-new"}]})
 
 
+# The reasons as docs/proxy.md lists them (the `reason` label of flagproxy_refused_documents_total).
 @pytest.mark.parametrize(
     ("document", "reason", "path"),
     [
-        ([], NOT_A_DOCUMENT, "$"),
-        ({"features": "x"}, NOT_A_DOCUMENT, "$"),
-        ({"features": [{"enabled": True}]}, MISSING_FIELD, "$.features[0].name"),
-        ({"features": [{"name": "f", "enabled": "yes"}]}, WRONG_TYPE, "$.features[0].enabled"),
+        ([], "not_a_document", "$"),
+        ({"features": "x"}, "not_a_document", "$"),
+        ({"features": [{"enabled": True}]}, "missing_field", "$.features[0].name"),
+        ({"features": [{"name": "f", "enabled": "yes"}]}, "wrong_type", "$.features[0].enabled"),
         ({"features": [{"name": "f", "enabled": True,
                         "strategies": [{"name": "default", "parameters": {"a": []}}]}]},
-         WRONG_TYPE, "$.features[0].strategies[0].parameters.a"),
+         "wrong_type", "$.features[0].strategies[0].parameters.a"),
         ({"features": [{"name": "f", "enabled": True, "variants": [{"name": "a", "weight": "1"}]}]},
-         WRONG_TYPE, "$.features[0].variants[0].weight"),
+         "wrong_type", "$.features[0].variants[0].weight"),
         ({"features": [{"name": "f", "enabled": True, "variants": [{"name": "a", "weight": True}]}]},
-         WRONG_TYPE, "$.features[0].variants[0].weight"),
-        ({"features": [], "segments": [{"id": "1", "constraints": []}]}, WRONG_TYPE, "$.segments[0].id"),
-        ({"events": [{"type": "segment-removed", "segmentId": "1"}]}, WRONG_TYPE, "$.events[0].segmentId"),
-        ({"events": [{"type": "feature-removed"}]}, MISSING_FIELD, "$.events[0].featureName"),
-        ({"events": [{"eventId": 1}]}, WRONG_TYPE, "$.events[0].type"),
+         "wrong_type", "$.features[0].variants[0].weight"),
+        ({"features": [], "segments": [{"id": "1", "constraints": []}]}, "wrong_type", "$.segments[0].id"),
+        ({"events": [{"type": "segment-removed", "segmentId": "1"}]}, "wrong_type", "$.events[0].segmentId"),
+        ({"events": [{"type": "feature-removed"}]}, "missing_field", "$.events[0].featureName"),
+        ({"events": [{"eventId": 1}]}, "wrong_type", "$.events[0].type"),
     ],
 )  # fmt: skip
 def test_a_wrong_type_is_refused_with_its_path(document: object, reason: str, path: str) -> None:
