@@ -1,4 +1,9 @@
-"""The compiled and pure evaluators give byte-identical answers on random snapshots and contexts."""
+"""The compiled and pure evaluators give byte-identical answers on random snapshots and contexts.
+
+A differential test: the other side is no oracle of what is right. Each evaluator is pinned on its own by
+independent answers (tests/conformance: the client specification's cases for both; tests/engine/
+test_semantics.py: published MurmurHash3 vectors and the Node SDK's buckets); this adds agreement on inputs
+no fixed case covers."""
 
 from __future__ import annotations
 

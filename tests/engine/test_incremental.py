@@ -1,7 +1,12 @@
 """A streamed state's engine patched event by event (flagproxy/compiler/incremental.py, Engine.patched)
 answers exactly as the engine compiled whole from the same state: bodies, validity and named lookups, for
 both evaluators, after random sequences of updates, removals, re-additions, segment edits and hydrations;
-and the compiled one's image (what workers load) answers the same."""
+and the compiled one's image (what workers load) answers the same.
+
+A differential test: the other side is no oracle of what is right. Each evaluator is pinned on its own by
+independent answers (tests/conformance: the client specification's cases for both; tests/engine/
+test_semantics.py: published MurmurHash3 vectors and the Node SDK's buckets); this adds agreement on inputs
+no fixed case covers."""
 
 from __future__ import annotations
 

@@ -2,7 +2,12 @@
 answer alike share the flags those answers decide, and only the rest is walked per request. A plan is
 built the second time its key is seen and used from then on, so each context here is evaluated three
 times (walked in full, plan built, plan used) and every answer must equal the pure twin's, which has no
-plans, in body and in validity."""
+plans, in body and in validity.
+
+A differential test: the other side is no oracle of what is right. Each evaluator is pinned on its own by
+independent answers (tests/conformance: the client specification's cases for both; tests/engine/
+test_semantics.py: published MurmurHash3 vectors and the Node SDK's buckets); this adds agreement on inputs
+no fixed case covers."""
 
 from __future__ import annotations
 
