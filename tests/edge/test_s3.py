@@ -2,9 +2,9 @@
 `moto[server]`, started here on a free loopback port: it keeps the objects it is sent and answers S3's
 REST API), real edge processes and the counting stub upstream (tests/edge/harness.py): a restart while the
 upstream is away is ready from the bucket and serves the tokens and flags it knew, with one worker or two;
-SIGTERM and SIGINT write before exit 0; S3 going away while the edge runs costs one log line and its
-return one more; what Unleash Edge writes is read; a bucket that does not exist costs one line; bad
-options stop the start with one line.
+SIGTERM and SIGINT write before exit 0; the 60-second write puts back what the bucket lost; S3 going away
+while the edge runs costs one log line and its return one more; what Unleash Edge writes is read; a bucket
+that does not exist costs one line; bad options stop the start with one line.
 """
 
 from __future__ import annotations
@@ -170,6 +170,29 @@ def test_a_stop_writes_to_s3_before_exit(
     features = s3_server.get_json(FEATURES)
     assert {f["name"] for f in features[0][1]["features"]} == {"alpha", "beta"}
     assert len(s3_server.get_json(TOKENS)) == 1
+
+
+def test_the_periodic_write_puts_back_what_the_bucket_lost(
+    counting: CountingUpstream, s3_server: S3Server
+) -> None:
+    """Edge writes every 60 s whether or not anything changed (create_persist_data_task): objects deleted
+    while nothing changes come back without a stop."""
+    counting.add(CLIENT, "client", "development", ["*"], FLAGS)
+    process = s3_edge(counting.url, s3_server)
+    try:
+        process.wait_ready()
+        written = (FEATURES, TOKENS, EVENT_IDS)
+        wait_for(lambda: all(s3_server.get_json(k) is not None for k in written), "the writes after start")
+        time.sleep(3)  # a write of the start's last change may still be under way; then nothing changes
+        for key in written:
+            s3_server.client().delete_object(Bucket=BUCKET, Key=key)
+        wait_for(lambda: s3_server.get_json(FEATURES) is not None, "the 60-second write", timeout=120)
+        assert process.popen.poll() is None
+        assert {f["name"] for f in s3_server.get_json(FEATURES)[0][1]["features"]} == {"alpha", "beta"}
+        assert len(s3_server.get_json(TOKENS)) == 1
+    finally:
+        _, err = process.stop(signal.SIGTERM)
+    assert process.popen.returncode == 0, err
 
 
 def test_s3_going_away_costs_one_log_line(counting: CountingUpstream, s3_server: S3Server) -> None:
