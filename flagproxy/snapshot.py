@@ -9,7 +9,7 @@
 
 Swapping snapshots is one reference assignment, so readers never see a half-built one. The body methods are
 the evaluator's own bound methods: the proxy's hot path calls straight into the compiled code.
-`outcomes` is one (name, enabled, variant name) per requested name, for metrics.
+`outcomes` is one (name, enabled, variant name) per requested name, for usage counts.
 
 `valid_in` (an int) says how long the same request would get the same body from this snapshot, so a
 response cache knows what it may keep:

@@ -19,7 +19,7 @@ from flagproxy.edge.app import EdgeApp
 from flagproxy.edge.tokens import CLIENT
 from flagproxy.edge.usage import check_bulk
 from flagproxy.edge.validation import UpstreamUnavailable
-from flagproxy.http.bodies import check_metrics, check_register, read_json
+from flagproxy.http.bodies import check_register, check_usage, read_json
 from flagproxy.http.errors import ClientError
 from flagproxy.http.serving import answer_can_arrive
 
@@ -64,7 +64,7 @@ def usage(edge: EdgeApp, family: str = CLIENT) -> Handler:
             return served
         try:
             body = read_json(request)
-            toggles = check_metrics(body)
+            toggles = check_usage(body)
         except ClientError as error:
             return edge.client_error(request, error)
         if not answer_can_arrive(request):

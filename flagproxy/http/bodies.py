@@ -56,7 +56,7 @@ def _count(path: str, schema: str, value: Any) -> None:
         )
 
 
-def check_metrics(body: Any) -> dict[str, dict[str, Any]]:
+def check_usage(body: Any) -> dict[str, dict[str, Any]]:
     """Validate a client metrics body; return its `bucket.toggles`."""
     if not isinstance(body, dict):
         raise type_error("/body", _METRICS, "object")

@@ -1,49 +1,39 @@
 """Running a Sanic app in one or N worker processes, for `flagproxy proxy`, `flagproxy edge` and `flagproxy
 server` alike.
 
-One place, so every command shares five fixes of Sanic 25.12's (the current release) shutdown: two bugs in
-its multi-worker manager (1, 2), two ways a signal to the whole process group breaks a stop (3, 4), and busy
-keep-alive connections that hold a stop up (5). Each matters for `docker stop`, right after a start or
-under load:
+What a stop does, for every command alike (`docker stop`, systemd, Ctrl-C, right after a start or under
+load): SIGTERM or SIGINT, to the main process or to its whole process group, ends every worker after its
+open requests and exits 0, without a traceback. Sanic 25.12's (the current release) multi-worker manager
+does not give that on its own; the parts here that make it so, each where the code does it:
 
-1. The manager waits (up to 30 s, WorkerProcess.THRESHOLD) for every worker to acknowledge its startup
-   before it looks at anything else. A SIGTERM/SIGINT during that wait marks the workers terminated, so the
-   acknowledgements never come: the process hangs for 30 s and then kills its workers. We end the wait as
-   soon as a shutdown has begun.
-2. Its signal handler does the whole shutdown itself, including calls on the multiprocessing manager's
-   shared worker-state dict. A signal that lands while the main loop is inside such a call sends a second
-   request down the same connection; the replies cross (`TypeError: 'list' object is not a mapping`) and
-   the process exits 1 or hangs. Our handler only records the signal; the manager's own loop (which wakes
-   every 0.1 s) starts the shutdown, so every call on that dict comes from one place at a time.
+1. The main process stops waiting for workers' startup acknowledgements once a shutdown has begun (Sanic
+   waits up to 30 s, WorkerProcess.THRESHOLD, for acknowledgements a stopping worker never sends).
+2. The signal handler only records the signal; the manager's own loop (which wakes every 0.1 s) starts the
+   shutdown, so every call on the multiprocessing manager's shared worker-state dict comes from one place
+   at a time (Sanic's handler calls it from inside the signal, where replies can cross: `TypeError:
+   'list' object is not a mapping`, exit 1 or a hang).
+3. The multiprocessing manager process that holds that dict ignores SIGTERM and SIGINT (and dies with the
+   main process if that is killed outright), so a signal to the whole group does not take it away under
+   the main process; Sanic shuts it down once every worker has stopped.
+4. `guard_worker_signals(app)`: a worker signalled twice (the group's SIGTERM, then the manager's SIGINT)
+   stops once; the second signal would end the graceful wait with "Event loop stopped before Future
+   completed" and cut in-flight requests.
+5. `StoppingHttpProtocol` (passed to `app.prepare` by every command) closes a busy keep-alive connection
+   between two requests once a stop has begun, so a client that keeps sending cannot hold the stop up to
+   GRACEFUL_SHUTDOWN_TIMEOUT.
 
-3. On SIGTERM or SIGINT sent to the whole process group (systemd's default KillMode, dumb-init, `tini -g`,
-   `timeout`), the multiprocessing manager process that holds Sanic's shared worker-state dict dies at
-   once, and the main process's next call on that dict fails with a traceback ("Experienced exception
-   while trying to serve"). Our manager process ignores those two signals (and dies with the main process
-   if that is killed outright); Sanic shuts it down itself once every worker has stopped.
+A worker that dies is replaced (Sanic would go on with one fewer): the manager's loop starts a replacement
+for any server worker that exits while no shutdown is under way (at most one start per worker a second, so
+a worker that crashes on start cannot spin).
 
-4. A worker gets a stop signal twice when the whole group is signalled: the group's SIGTERM, then the
-   manager's own SIGINT. Sanic's handler stops the loop on each, and the second stop, left pending, ends
-   the graceful wait for open connections with "Event loop stopped before Future completed" (a
-   traceback, in-flight requests cut). `guard_worker_signals(app)` lets only the first signal stop a
-   worker and ignores stop signals once the worker is stopping.
-
-5. A stop closes the connections it finds idle and leaves busy ones open; Sanic's HTTP/1 loop then serves a
-   busy keep-alive connection for as long as its client keeps sending, up to GRACEFUL_SHUTDOWN_TIMEOUT.
-   `StoppingHttpProtocol` (passed to `app.prepare` by every command) closes it between two requests.
-
-Sanic does not replace a worker that dies: `flagproxy proxy --workers 2` would go on with one. The
-manager's loop here starts a replacement for any server worker that exits while no shutdown is under way
-(at most one start per worker a second, so a worker that crashes on start cannot spin).
-
-And one change of how N workers listen. Sanic binds one socket in the main process and every worker
-accepts from it; whichever worker wakes first takes every connection waiting, so a burst of keep-alive
-connections (a load balancer's pool, an SDK backend's) lands unevenly: 38 and 12 of 50 in our load
-benchmark, where the busier worker's requests wait three times as long. Here every worker listens on its own
-SO_REUSEPORT socket and the kernel spreads new connections over them (24/26, 28/22). In paired runs of
-`post-unique` at 5000 flags that gave 7-11% more requests/s and an 8-15% lower p99. The main process keeps
-the address bound (without listening, so the kernel never hands it a connection): a taken port is reported
-before any worker starts, and no program that does not set SO_REUSEPORT can take the port meanwhile.
+How N workers listen: Sanic binds one socket in the main process and every worker accepts from it; whichever
+worker wakes first takes every connection waiting, so a burst of keep-alive connections (a load balancer's
+pool, an SDK backend's) lands unevenly: 38 and 12 of 50 in our load benchmark, where the busier worker's
+requests wait three times as long. Here every worker listens on its own SO_REUSEPORT socket and the kernel
+spreads new connections over them (24/26, 28/22). In paired runs of `post-unique` at 5000 flags that gave
+7-11% more requests/s and an 8-15% lower p99. The main process keeps the address bound (without listening, so
+the kernel never hands it a connection): a taken port is reported before any worker starts, and no program
+that does not set SO_REUSEPORT can take the port meanwhile.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from flagproxy.http.base_app import (
     new_app,
     unexpected,
 )
-from flagproxy.http.bodies import check_content_type, check_metrics, check_register, parse_json, read_json
+from flagproxy.http.bodies import check_content_type, check_register, check_usage, parse_json, read_json
 from flagproxy.http.conditional import make_answer, vary
 from flagproxy.http.context import body_context, parse_toggles, query_context
 from flagproxy.http.cors import CorsPolicy
@@ -378,7 +378,7 @@ class _ProxyApp:
         if not self.store.ready and not self._catch_up():
             return self._not_ready(request)
         try:
-            toggles = check_metrics(read_json(request))
+            toggles = check_usage(read_json(request))
         except ClientError as error:
             return self._client_error(request, error)
         if not self._accepts_any_key(request):

@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from flagproxy.tokens import masked
+from flagproxy.tokens import hex_digest, masked
 
 
 def wrapped(fields: dict[str, Any], name: str, document: bytes | memoryview) -> bytes:
@@ -88,7 +88,7 @@ class UpstreamBackup(FileStorageProvider):
         super().__init__(directory)
         self.upstream_url = upstream_url
         self.token = masked(token)
-        scope = self.token if self.token != "****" else hashlib.sha256(token.encode()).hexdigest()
+        scope = self.token if self.token != "****" else hex_digest(token)
         # Without filters the digest is what it was before they counted: an upgrade keeps its backup.
         owned_by = f"{upstream_url}\n{scope}" + (f"\n{selection}" if selection else "")
         self.owner = hashlib.sha256(owned_by.encode()).hexdigest()[:16]

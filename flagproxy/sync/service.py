@@ -1,4 +1,4 @@
-"""One proxy instance's sync: backup → bootstrap → poll, register once, send metrics; stop cleanly.
+"""One proxy instance's sync: backup → bootstrap → poll, register once, send usage; stop cleanly.
 
 One per instance, whatever the number of workers (flagproxy/instance/leader.py runs it): `install` publishes
 each document for the workers, `gather_usage` brings in the counts the workers handed over.

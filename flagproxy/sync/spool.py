@@ -1,4 +1,4 @@
-"""How workers hand their usage counts to the instance's one metrics sender: small files in a folder.
+"""How workers hand their usage counts to the instance's one usage sender: small files in a folder.
 
 Each worker counts in memory (the hot path only adds to a dict) and, every `HANDOFF_SECONDS` and once
 more when it stops, writes what it counted since into a file of its own (written whole, then renamed)
