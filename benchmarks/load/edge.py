@@ -51,7 +51,14 @@ from benchmarks.load.processes import QUIET_TIMEOUT, Service, fetch, wait_until_
 from benchmarks.load.report import Row
 from benchmarks.load.runner import Options, measure, measure_paired, stderr_log
 from benchmarks.load.scenarios import SCENARIOS_BY_NAME, Scenario
-from benchmarks.load.targets import RunDirectory, Target, start_baseline, start_flagproxy, start_upstream
+from benchmarks.load.targets import (
+    REPO,
+    RunDirectory,
+    Target,
+    start_baseline,
+    start_flagproxy,
+    start_upstream,
+)
 
 FRONTEND_SCENARIOS = ("post-unique", "post-rotating", "get-query")
 START_TIMEOUT = 60.0
@@ -74,16 +81,21 @@ WORKER_SCENARIOS = ("post-unique", "get-query", "client-features")
 
 
 def start_edge(
-    run: RunDirectory, upstream: Service, name: str, environments: int, workers: int = 1
+    run: RunDirectory, upstream: Service, name: str, environments: int, workers: int = 1, tree: Path = REPO
 ) -> Target:
+    """`flagproxy edge --workers N` from source tree `tree` (another built checkout: a before/after pair)."""
     tokens = ",".join(client_token(e) for e in environment_names(environments))
 
     def build(port: int) -> tuple[list[str], dict[str, str]]:
-        env = run.env(PORT=str(port), INTERFACE="127.0.0.1")
+        env = run.env(PORT=str(port), INTERFACE="127.0.0.1", PYTHONPATH=str(tree))
         command = [
             sys.executable, "-m", "flagproxy", "edge", "--upstream-url", f"http://127.0.0.1:{upstream.port}",
-            "--tokens", tokens, "--metrics-interval-seconds", "3600", "--workers", str(workers),
+            "--tokens", tokens, "--metrics-interval-seconds", "3600",
         ]  # fmt: skip
+        if (
+            workers != 1
+        ):  # a checkout from before `--workers` existed runs one worker, and knows no such option
+            command += ["--workers", str(workers)]
         return command, env
 
     def wait(service: Service) -> None:
@@ -91,7 +103,7 @@ def start_edge(
             lambda: fetch(service.port, "GET", "/internal-backstage/ready").status == 200, START_TIMEOUT
         )
 
-    return Target(name, run.launch(name, build, wait), "sanic")
+    return Target(name, run.launch(name, build, wait, tree), "sanic")
 
 
 def edge_scenario(name: str, environment: str = "development") -> Scenario:

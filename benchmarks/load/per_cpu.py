@@ -25,8 +25,9 @@ process.
 
 `--before TREE` also starts the proxy of another checkout (built: `pip install -e .` there, or the
 compiled evaluator copied when _eval.pyx did not change) and pairs this tree's proxy with it, scenario by
-scenario: a hot-path change's before and after, measured the same way (`--no-ceiling --edge-flags ''`
-for that pair alone).
+scenario: a hot-path change's before and after, measured the same way; at the `--edge-flags` counts it
+pairs this tree's edge with TREE's edge too. `--no-ceiling` leaves out the ceiling and the edge / proxy
+pairs, so `--before TREE --no-ceiling` measures the two before/after pairs alone.
 
 Exit status 1 when any request failed or got an unexpected status.
 """
@@ -161,6 +162,10 @@ def run_flags(flags: int, args: argparse.Namespace, options: Options, root: Path
         if flags in args.edge_flags:
             edge = start_edge(run, upstream, "edge", 1)
             services.append(edge.service)
+        edge_before = None
+        if edge is not None and args.before is not None:
+            edge_before = start_edge(run, upstream, "edge-before", 1, tree=args.before)
+            services.append(edge_before.service)
 
         def settle() -> None:
             if wait_until_quiet([service.process.pid for service in services]) is None:
@@ -182,6 +187,21 @@ def run_flags(flags: int, args: argparse.Namespace, options: Options, root: Path
             for s in scenarios:
                 on_edge = edge_scenario(s.name)
                 edge_probe = probe(edge, on_edge, flags)
+                if edge_before is not None:
+                    earlier = probe(edge_before, on_edge, flags)
+                    pairs.append(
+                        paired(
+                            (edge, edge_before),
+                            (edge_probe, earlier),
+                            flags,
+                            options,
+                            args.rounds,
+                            run,
+                            settle,
+                        )
+                    )
+                if args.no_ceiling and edge_before is not None:
+                    continue  # a before/after run: edge / proxy is not asked for
                 pairs.append(
                     paired(
                         (edge, proxy),
@@ -193,7 +213,7 @@ def run_flags(flags: int, args: argparse.Namespace, options: Options, root: Path
                         settle,
                     )
                 )
-        for target in (proxy, ceiling, edge, before):
+        for target in (proxy, ceiling, edge, before, edge_before):
             if target is not None:
                 rss[target.name] = target.service.rss()["main"]
     finally:
@@ -244,9 +264,13 @@ def main(argv: list[str] | None = None) -> int:
         "--before",
         type=Path,
         metavar="TREE",
-        help="also pair this tree's proxy with the proxy of TREE (a built checkout from before a change)",
+        help="also pair this tree's proxy and edge with those of TREE (a built checkout from before)",
     )
-    parser.add_argument("--no-ceiling", action="store_true", help="leave out the proxy / ceiling pairs")
+    parser.add_argument(
+        "--no-ceiling",
+        action="store_true",
+        help="leave out the proxy / ceiling pairs (and edge / proxy, with --before)",
+    )
     parser.add_argument("--rounds", type=int, default=5, help="rounds of each target (5)")
     parser.add_argument("--round-seconds", type=int, default=4, help="seconds of each round (4)")
     parser.add_argument("--warmup", type=int, default=2, help="seconds of wrk on each target first (2)")
