@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from flagproxy.edge.settings import EDGE, OFFLINE, OPTIONS, EdgeSettings
-from flagproxy.http.command_line import OneLineParser, option_groups
+from flagproxy.http.command_line import OneLineParser, check_listen, option_groups, refused
 from flagproxy.options import ConfigError
 
 PROG = "flagproxy edge"
@@ -64,10 +64,7 @@ def main(argv: list[str]) -> int:
     try:
         settings = EdgeSettings.load(options, os.environ, mode)
     except ConfigError as error:
-        print(f"{PROG}: {error}", file=sys.stderr)
-        return 2
-    from flagproxy.http.serving import cannot_listen
-
+        return refused(PROG, error)
     given = settings.sources
     if settings.redirect_http_to_https and not settings.tls_enable:
         # Edge starts and ignores it (crates/oss/unleash-edge/src/main.rs redirects only under tls_enable);
@@ -82,16 +79,16 @@ def main(argv: list[str]) -> int:
     ports = [("tls_server_port", "--tls-server-port")] if settings.tls_enable else []
     if not settings.tls_enable or settings.redirect_http_to_https:
         ports.append(("port", "--port"))
-    for key, flag in ports:
-        problem = cannot_listen(
-            settings.interface,
-            getattr(settings, key),
-            given.get("interface", "--interface"),
-            given.get(key, flag),
-        )
-        if problem:
-            print(f"{PROG}: {problem}", file=sys.stderr)
-            return 2
+    try:
+        for key, flag in ports:
+            check_listen(
+                settings.interface,
+                getattr(settings, key),
+                given.get("interface", "--interface"),
+                given.get(key, flag),
+            )
+    except ConfigError as error:
+        return refused(PROG, error)
     # Every worker loads the same options; the instance id is the main process's, so the upstream sees
     # one instance.
     options["instance_id"] = settings.instance_id
@@ -99,8 +96,7 @@ def main(argv: list[str]) -> int:
         return _serve_offline(settings, options)
     problem = asyncio.run(_check_start_tokens(settings))
     if problem:
-        print(f"{PROG}: {problem}", file=sys.stderr)
-        return 2
+        return refused(PROG, problem)
     return _serve(settings, options)
 
 
@@ -138,8 +134,7 @@ def _serve_offline(settings: EdgeSettings, options: dict[str, Any]) -> int:
     try:
         read_bootstrap(settings.bootstrap_file or "")
     except BootstrapError as error:
-        print(f"{PROG}: --bootstrap-file: {error}", file=sys.stderr)
-        return 2
+        return refused(PROG, f"--bootstrap-file: {error}")
     return _serve(settings, options)
 
 
@@ -167,11 +162,7 @@ def _serve(settings: EdgeSettings, options: dict[str, Any]) -> int:
             redirect.start()
         except OSError as error:
             label = settings.sources.get("port", "--port")
-            print(
-                f"{PROG}: {label}: cannot listen on {settings.interface}:{settings.port}: {error}",
-                file=sys.stderr,
-            )
-            return 2
+            return refused(PROG, f"{label}: cannot listen on {settings.interface}:{settings.port}: {error}")
     try:
         return _serve_instance(settings, options, logger, port, scheme, redirect is not None)
     finally:

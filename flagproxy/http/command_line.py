@@ -1,11 +1,15 @@
 """What the commands (`flagproxy proxy`, `edge`, `server`, `demo`) share on the command line: argparse with
-one-line errors, and the groups `--help` lists the options of the proxy and edge in. (The check that an
-address can be listened on is http/serving.py's `cannot_listen`.)"""
+one-line errors, the groups `--help` lists the options of the proxy and edge in, and the start-up checks:
+a setting that cannot be used or an address that cannot be listened on is one line, `<command>: <why>`, and
+exit status 2 (`refused`), never a traceback."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import NoReturn
+
+from flagproxy.options import ConfigError
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -34,3 +38,18 @@ OPTION_GROUPS = {
 def option_groups(parser: argparse.ArgumentParser) -> dict[str, argparse._ArgumentGroup]:
     """One argparse group per OPTION_GROUPS entry, in order."""
     return {name: parser.add_argument_group(title) for name, title in OPTION_GROUPS.items()}
+
+
+def refused(prog: str, problem: object) -> int:
+    """Print the one line a command that cannot start prints (`prog: problem`); its exit status, 2."""
+    print(f"{prog}: {problem}", file=sys.stderr)
+    return 2
+
+
+def check_listen(host: str, port: int, host_option: str, port_option: str) -> None:
+    """ConfigError naming the option when `host:port` cannot be listened on (port in use, unknown host)."""
+    from flagproxy.http.serving import cannot_listen  # Sanic's worker machinery: loaded once a command starts
+
+    problem = cannot_listen(host, port, host_option, port_option)
+    if problem:
+        raise ConfigError(problem)

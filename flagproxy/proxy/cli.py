@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from functools import partial
 from typing import Any
 
-from flagproxy.http.command_line import OneLineParser, option_groups
+from flagproxy.http.command_line import OneLineParser, check_listen, option_groups, refused
 from flagproxy.proxy.settings import OPTIONS, OPTIONS_BY_KEY, ConfigError, ProxySettings
 
 
@@ -70,15 +69,9 @@ def main(argv: list[str]) -> int:
     options = {key: value for key, value in vars(args).items() if key in OPTIONS_BY_KEY and value is not None}
     try:
         settings = ProxySettings.load(options, os.environ, written={key: _flag(key) for key in options})
+        check_listen(settings.host, settings.port, settings.named("host"), settings.named("port"))
     except ConfigError as error:
-        print(f"flagproxy proxy: {error}", file=sys.stderr)
-        return 2
-    from flagproxy.http.serving import cannot_listen
-
-    problem = cannot_listen(settings.host, settings.port, settings.named("host"), settings.named("port"))
-    if problem:
-        print(f"flagproxy proxy: {problem}", file=sys.stderr)
-        return 2
+        return refused("flagproxy proxy", error)
     return serve(settings, options, args.workers)
 
 

@@ -4,18 +4,21 @@ create-admin` makes a console Admin (server/create_admin.py). A setting that can
 from __future__ import annotations
 
 import os
-import sys
 from functools import partial
 
 from sanic.worker.loader import AppLoader
 
-from flagproxy.http.serving import StoppingHttpProtocol, cannot_listen
+from flagproxy.http.command_line import check_listen, refused
+from flagproxy.http.serving import StoppingHttpProtocol
 from flagproxy.http.serving import serve as run_workers
+from flagproxy.options import ConfigError
 from flagproxy.server.app import create_app
 from flagproxy.server.logs import configure_logging
 from flagproxy.server.series import remove_series_folder, series_folder
 from flagproxy.server.settings import ServerSettings, SettingsError
 from flagproxy.server.startup import open_and_prepare
+
+PROG = "flagproxy server"
 
 
 def main(argv: list[str]) -> int:
@@ -25,13 +28,9 @@ def main(argv: list[str]) -> int:
         return create_admin.main(argv[1:])
     try:
         settings = ServerSettings.load(os.environ, argv)
-    except SettingsError as exc:
-        print(f"flagproxy server: {exc}", file=sys.stderr)
-        return 2
-    problem = cannot_listen(settings.host, settings.port, settings.named("host"), settings.named("port"))
-    if problem:
-        print(f"flagproxy server: {problem}", file=sys.stderr)
-        return 2
+        check_listen(settings.host, settings.port, settings.named("host"), settings.named("port"))
+    except ConfigError as exc:  # SettingsError is one
+        return refused(PROG, exc)
     configure_logging(settings.log_level)
     try:
         # Migrate, store the INIT tokens and the first admin once, here, before any worker starts: N workers
@@ -39,8 +38,7 @@ def main(argv: list[str]) -> int:
         # line, not N tracebacks.
         open_and_prepare(settings).close()
     except SettingsError as exc:
-        print(f"flagproxy server: {exc}", file=sys.stderr)
-        return 2
+        return refused(PROG, exc)
     series = series_folder()  # every worker's Prometheus samples, summed at each scrape
     try:
         return _serve(settings, series)
@@ -64,10 +62,9 @@ def _serve(settings: ServerSettings, series: str) -> int:
     try:
         run_workers(app, loader, settings.workers)
     except SettingsError as exc:
-        print(f"flagproxy server: {exc}", file=sys.stderr)
-        return 2
+        return refused(PROG, exc)
     except OSError as exc:  # the port was taken between the check above and now
-        where = f"{settings.host}:{settings.port}"
-        print(f"flagproxy server: {settings.named('port')}: cannot listen on {where}: {exc}", file=sys.stderr)
-        return 2
+        return refused(
+            PROG, f"{settings.named('port')}: cannot listen on {settings.host}:{settings.port}: {exc}"
+        )
     return 0

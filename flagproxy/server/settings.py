@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from flagproxy.http.command_line import OneLineParser
+from flagproxy.options import ConfigError
 from flagproxy.server.tokens import parse_init_token
 
 DEFAULT_PORT = 4242
@@ -22,7 +23,7 @@ DEFAULT_DELTA_KEPT_EVENTS = 10_000  # delta events kept for replay (a feature in
 DEFAULT_MAX_STREAMS = 1000  # open /api/client/streaming connections per process; beyond: back to polling
 
 
-class SettingsError(ValueError):
+class SettingsError(ConfigError):
     """A setting that cannot be used; the message says which and why."""
 
 
