@@ -23,7 +23,7 @@ from flagproxy.sync.spool import HANDOFF_SECONDS
 from tests.edge.conftest import DEV_CLIENT as SERVER_DEV_CLIENT
 from tests.edge.conftest import DEV_FRONTEND as SERVER_DEV_FRONTEND
 from tests.edge.harness import CountingUpstream, EdgeProcess, edge, features_doc
-from tests.http.processes import ask_worker, listening_workers, wait_until_listening
+from tests.http.processes import ask_worker, listening_workers, stop_group_under_load, wait_until_listening
 from tests.server.harness import ServerProcess, base_env
 
 pytestmark = pytest.mark.slow
@@ -242,6 +242,49 @@ def test_a_stop_signal_exits_0_with_every_worker_s_usage_flushed(stub, signum, t
     assert "Traceback" not in stdout + stderr, stdout + stderr
     assert len(stub.received("/api/client/metrics/bulk")) == 1
     assert usage_total(stub) == sent
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stop_signal_to_the_process_group_under_load_finishes_every_answer(stub, signum):
+    """As the proxy's (tests/http/test_workers.py): SDKs keep posting usage while the whole group is
+    signalled; every request the edge accepted is answered whole, the exit is 0, and every accepted count
+    arrives upstream once, in the one batch the stop sends."""
+    process = start(stub, "--metrics-interval-seconds", "600")  # the only send is the stop's
+    outcomes, problems, output = stop_group_under_load(
+        process,
+        signum,
+        lambda: ask(process, "POST", "/api/frontend/client/metrics", FRONTEND, bucket(1)),
+        202,
+    )
+    assert problems == [], (problems, outcomes)
+    assert outcomes["ok"] > 50, outcomes
+    assert process.popen.returncode == 0, (outcomes, output)
+    assert "Traceback" not in output, output
+    assert len(stub.received("/api/client/metrics/bulk")) == 1
+    assert usage_total(stub) == outcomes["ok"], outcomes
+
+
+def test_each_environment_has_one_feed_whatever_the_number_of_workers(stub):
+    """Two client tokens of two environments: each environment's features are polled by one feed for the
+    whole instance (one poll per refresh interval), not one per worker."""
+    production = stub.add(
+        "*:production.workers-prod-sync", "client", "production", ["*"], features_doc(("p", "default", True))
+    )
+    process = edge(stub.url, [CLIENT, production], "--workers", str(WORKERS))
+    try:
+        process.wait_ready()
+        wait_until_listening(process, WORKERS)
+
+        def polls(token: str) -> int:
+            return len([r for r in stub.received("/api/client/features") if r["token"] == token])
+
+        before = {token: polls(token) for token in (CLIENT, production)}
+        time.sleep(3.0)
+        counted = {token: polls(token) - before[token] for token in before}
+        assert all(2 <= n <= 4 for n in counted.values()), counted  # N workers each polling: 2N x as many
+    finally:
+        output = process.stop(signal.SIGTERM)
+    assert process.popen.returncode == 0 and "Traceback" not in "".join(output), output
 
 
 def test_a_killed_worker_is_replaced_and_its_usage_arrives(stub):

@@ -12,7 +12,9 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -259,3 +261,52 @@ def ask_worker(
         return response.status, {k.lower(): v for k, v in response.getheaders()}, data, worker
     finally:
         connection.close()
+
+
+def stop_group_under_load(
+    process: Process, signum: int, request: Callable[[], tuple[int, dict[str, str], bytes, Any]], ok: int
+) -> tuple[dict[str, int], list[str], str]:
+    """Send `request()` from four threads until the process group, signalled with `signum` once answers
+    flow (more than 50), has exited: ({"ok": answered with `ok` and their whole body, "refused": nothing
+    listening, "closed": closed before any answer}, every other outcome, the process's stdout + stderr).
+    A stop must finish every request it accepted: `problems` empty, exit status 0."""
+    outcomes: dict[str, int] = {"ok": 0, "refused": 0, "closed": 0}
+    problems: list[str] = []
+    stop = threading.Event()
+
+    def load() -> None:
+        while not stop.is_set():
+            try:
+                status, headers, body, _ = request()
+            except (ConnectionRefusedError, ConnectionResetError, BrokenPipeError, ConnectionAbortedError):
+                # Nothing listening any more, or the kernel reset a connection that was never accepted:
+                # no request reached the process.
+                outcomes["refused"] += 1
+                time.sleep(0.01)
+                continue
+            except http.client.RemoteDisconnected:
+                outcomes["closed"] += 1  # closed before any answer: the request was never handled
+                continue
+            except Exception as exc:  # IncompleteRead and the like: a truncated answer
+                problems.append(repr(exc))
+                continue
+            if status != ok or int(headers.get("content-length", "0")) != len(body):
+                problems.append(f"{status} {headers} {body[:80]!r}")
+                continue
+            outcomes["ok"] += 1
+
+    threads = [threading.Thread(target=load) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    try:
+        # Under load: answers are flowing (on a busy machine that takes longer than on an idle one).
+        deadline = time.monotonic() + 30
+        while outcomes["ok"] <= 50 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.killpg(process.popen.pid, signum)
+        stdout, stderr = process.popen.communicate(timeout=30)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(15)
+    return outcomes, problems, (stdout or "") + (stderr or "")

@@ -22,7 +22,13 @@ import pytest
 
 from flagproxy.sync.spool import HANDOFF_SECONDS
 from tests.http.loopback import KEY, StubUpstream
-from tests.http.processes import Process, ask_worker, listening_workers, wait_until_listening
+from tests.http.processes import (
+    Process,
+    ask_worker,
+    listening_workers,
+    stop_group_under_load,
+    wait_until_listening,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -197,50 +203,13 @@ def test_a_stop_signal_to_the_process_group_under_load_finishes_every_answer(
     process = launch(proxy_env(upstream, SERVICE_METRICS_INTERVAL="600000"), ["--workers", str(workers)])
     process.wait_ready()
     wait_until_listening(process, workers)
-    outcomes: dict[str, int] = {"ok": 0, "refused": 0, "closed": 0}
-    problems: list[str] = []
-    stop = threading.Event()
-
-    def load() -> None:
-        while not stop.is_set():
-            try:
-                status, headers, body, _ = ask(process, "POST", "/proxy", NAMED)
-            except (ConnectionRefusedError, ConnectionResetError, BrokenPipeError, ConnectionAbortedError):
-                # Nothing listening any more, or the kernel reset a connection that was never accepted:
-                # no request reached the proxy.
-                outcomes["refused"] += 1
-                time.sleep(0.01)
-                continue
-            except http.client.RemoteDisconnected:
-                outcomes["closed"] += 1  # closed before any answer: the request was never handled
-                continue
-            except Exception as exc:  # IncompleteRead and the like: a truncated answer
-                problems.append(repr(exc))
-                continue
-            if status != 200 or int(headers["content-length"]) != len(body):
-                problems.append(f"{status} {headers} {body[:80]!r}")
-                continue
-            json.loads(body)
-            outcomes["ok"] += 1
-
-    threads = [threading.Thread(target=load) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    try:
-        # Under load: answers are flowing (on a busy machine that takes longer than on an idle one).
-        deadline = time.monotonic() + 30
-        while outcomes["ok"] <= 50 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        os.killpg(process.popen.pid, signum)
-        stdout, stderr = process.popen.communicate(timeout=30)
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join(15)
+    outcomes, problems, output = stop_group_under_load(
+        process, signum, lambda: ask(process, "POST", "/proxy", NAMED), 200
+    )
     assert problems == [], (problems, outcomes)
     assert outcomes["ok"] > 50, outcomes
-    assert process.popen.returncode == 0, (outcomes, stderr)
-    assert "Traceback" not in stdout + stderr, stdout + stderr
+    assert process.popen.returncode == 0, (outcomes, output)
+    assert "Traceback" not in output, output
     # Every answered named-toggle request is counted once, in the one POST sent at the stop.
     (flush,) = upstream.received("/api/client/metrics")
     assert usage_totals(upstream) == (outcomes["ok"], outcomes["ok"]), (outcomes, flush["body"])
