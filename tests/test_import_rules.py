@@ -3,10 +3,11 @@ at module level, under `if TYPE_CHECKING:` or inside a function (a late import i
 relative imports resolved against the importing module's package.
 
 - The engine imports no web, database or service code; only instance/store.py reaches it from the HTTP
-  side, and the server through flagproxy.snapshot only.
+  side, and the server through flagproxy.snapshot (and the playground's reasons, flagproxy.explain) only.
 - The shared layers (http/, instance/, sync/, options.py) import no product (proxy/, edge/, server/);
   proxy/ and edge/ never import each other; the server imports neither.
-- No module imports an underscore name from another module of the package.
+- No module imports an underscore name from another module of the package, nor an underscore module
+  (the evaluators' own, `_eval`, `_eval_py`, `_murmur_py`) from outside the engine.
 - No import circles.
 """
 
@@ -20,7 +21,10 @@ from dataclasses import dataclass
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "flagproxy"
 
-ENGINE = ["snapshot.py", "evaluator.py", "_eval_py.py", "_murmur_py.py", "strategies.py", "compiler"]
+ENGINE = [
+    "snapshot.py", "evaluator.py", "_eval_py.py", "_murmur_py.py", "strategies.py", "compiler", "image.py",
+    "explain.py",
+]  # fmt: skip
 WEB_AND_DATABASE = ["sanic", "sanic_ext", "aiohttp", "psycopg", "psycopg_pool", "sqlite3"]
 PRODUCTS = ["flagproxy.proxy", "flagproxy.edge", "flagproxy.server"]
 SHARED = ["http", "instance", "sync", "options.py", "tokens.py"]
@@ -169,26 +173,19 @@ def test_proxy_and_edge_never_import_each_other_nor_the_server() -> None:
 
 
 def test_the_server_imports_neither_product_and_reaches_the_engine_through_the_snapshot_only() -> None:
-    forbidden = [
-        "flagproxy.proxy",
-        "flagproxy.edge",
-        "flagproxy.sync",
-        "flagproxy.compiler",
-        "flagproxy.evaluator",
-        "flagproxy._eval",
-        "flagproxy._eval_py",
-    ]
-    assert _violations(["flagproxy.server"], forbidden) == []
-    # The frontend API evaluates with compile_snapshot, and authoring checks constraint values with the
-    # engine's own readers (engine_reads_value).
+    assert _violations(["flagproxy.server"], ["flagproxy.proxy", "flagproxy.edge", "flagproxy.sync"]) == []
+    # The frontend API evaluates with compile_snapshot, authoring checks constraint values with the
+    # engine's own readers (engine_reads_value), and the playground explains answers with explain.py.
     users = sorted(
-        {
-            e.importer
-            for e in EDGES
-            if _in(e.importer, ["flagproxy.server"]) and e.module == "flagproxy.snapshot"
-        }
+        (e.importer, e.module)
+        for e in EDGES
+        if _in(e.importer, ["flagproxy.server"]) and _in(e.module, [*_of(*ENGINE), "flagproxy._eval"])
     )
-    assert users == ["flagproxy.server.authoring", "flagproxy.server.frontend_snapshots"]
+    assert users == [
+        ("flagproxy.server.authoring", "flagproxy.snapshot"),
+        ("flagproxy.server.frontend_snapshots", "flagproxy.snapshot"),
+        ("flagproxy.server.routes.playground", "flagproxy.explain"),
+    ]
 
 
 def test_only_the_store_talks_to_the_engine_on_the_http_side() -> None:
@@ -217,6 +214,18 @@ def test_no_module_imports_an_underscore_name_of_another() -> None:
         and edge.name
         and edge.name.startswith("_")
         and edge.name != "__version__"
+    )
+    assert private == []
+
+
+def test_no_module_outside_the_engine_imports_an_underscore_module() -> None:
+    engine = [*_of(*ENGINE), "flagproxy._eval"]
+    private = sorted(
+        f"{edge.importer} imports {edge.module} (line {edge.line})"
+        for edge in EDGES
+        if edge.module.split(".")[0] == "flagproxy"
+        and any(part.startswith("_") and not part.startswith("__") for part in edge.module.split("."))
+        and not _in(edge.importer, engine)
     )
     assert private == []
 
