@@ -1,14 +1,23 @@
 """What applying one streamed change costs the serving loop of `flagproxy proxy --streaming --workers 1`.
 
-    python -m benchmarks.apply_cost [--flags 5000] [--changes 20]
+    python -m benchmarks.apply_cost [--flags 5000] [--changes 20]            # as served: patched in
+    python -m benchmarks.apply_cost --whole [--flags 5000] [--changes 20]    # published whole (the before)
     python -m benchmarks.apply_cost --patch [--flags 5000] [--changes 20]
+
+Default: the path `proxy --streaming --workers 1` takes once it serves the engine built from the streamed
+state (flagproxy/instance/patcher.py): the hydration published whole, compiled apart and loaded by the
+follower; then per change, on the loop, `ServedPatcher.apply` (the event applied to the state, the flag
+compiled alone and patched in), the encoder told, and `ServedPatcher.serve` (the body's pieces, the swap).
+Loop CPU per change as `time.thread_time`, then the longest hold of a probe ticking every millisecond.
 
 `--patch`: the incremental path alone (flagproxy/compiler/incremental.py), in-process: one `feature-updated`
 event applied to the held state and the changed flag compiled and patched into the engine
 (`IncrementalEngine.apply`), then what serving the patched engine needs besides (the features body joined by
 `DocumentEncoder` and a `ServedSnapshot` with its ETag), each as `time.thread_time` of this thread.
 
-With one worker the sync and the follower share the serving loop. This runs their path for each change on
+`--whole`: the path every change took before the patcher (and a change still takes while no engine is
+adopted). With one worker the sync and the follower share the serving loop. This runs their path for each
+change on
 one asyncio loop, in-process, with the parts they use: the events applied to the held state
 (`DeltaState.apply`), the document's bytes (`DocumentEncoder`), the compile in its own process at nice 10
 (`ImageCompiler`, apart), the publication written in a thread, the backup (`save_document`, the file
@@ -31,6 +40,7 @@ import asyncio
 import statistics
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from benchmarks.datasets import snapshot_payload
@@ -38,6 +48,7 @@ from flagproxy.compiler.delta import DeltaState
 from flagproxy.compiler.incremental import IncrementalEngine
 from flagproxy.instance.compiler import ImageCompiler
 from flagproxy.instance.follower import FollowedDocument, install_published, install_published_stepwise
+from flagproxy.instance.patcher import PATCHED, ServedPatcher
 from flagproxy.instance.store import ServedSnapshot, SnapshotStore
 from flagproxy.sync.backup import FileStorageProvider, save_document
 from flagproxy.sync.publication import Publication
@@ -67,49 +78,37 @@ class Probe:
             self.worst = max(self.worst, time.perf_counter() - before - 0.001)
 
 
-async def measure(flags: int, changes: int, folder: str) -> dict[str, list[tuple[float, float]]]:
-    payload = snapshot_payload(flags)
-    publication = Publication(folder)
-    compiler = ImageCompiler((), _Quiet(), apart=lambda: True)
-    backup = FileStorageProvider(folder)
-    store = SnapshotStore(logger=_Quiet())
-    followed = FollowedDocument(
-        publication,
-        lambda published: install_published(store, published, _Quiet()),
-        lambda published: install_published_stepwise(store, published, _Quiet()),
-    )
-    state, encoder = DeltaState(), DocumentEncoder()
-    hydration = [{"eventId": 1, "type": "hydration", **payload}]
-    state.apply(hydration)
-    encoder.note(hydration)
-    document = encoder.document(state)
-    compiled = await compiler.compile(document)  # starts the compile process
-    publication.publish(document, "upstream", compiled.image)
-    followed.load()
+Results = dict[str, list[tuple[float, float]]]
+
+
+async def _rounds(
+    state: DeltaState,
+    payload: dict[str, Any],
+    changes: int,
+    settle: float,
+    step: Callable[[list[dict[str, Any]]], Awaitable[None]],
+) -> Results:
+    """`changes` changes of each kind through `step` (on this loop), loop CPU each; then as many again
+    with the probe ticking, their longest hold."""
+    flags = len(payload["features"])
     probe = Probe()
     ticking: asyncio.Task[None] | None = None
-    results: dict[str, list[tuple[float, float]]] = {"flag switched": [], "description edited": []}
+    results: Results = {"flag switched": [], "description edited": []}
     for i in range(2 * changes):
         if i == changes:  # the second round: held times, with the probe
             ticking = asyncio.get_running_loop().create_task(probe.run())
         for kind in results:
-            feature = dict(state.features[payload["features"][i % changes]["name"]])
+            feature = dict(state.features[payload["features"][(i * 397) % flags]["name"]])
             if kind == "flag switched":
                 feature["enabled"] = not feature.get("enabled")
             else:
                 feature["description"] = f"edited {i}"
-            await asyncio.sleep(0.2)  # the machine settles; the probe ticks
+            await asyncio.sleep(settle)  # the machine settles; the probe ticks
             probe.reset()
             cpu = time.thread_time()
-            events = [{"eventId": 2 + i, "type": "feature-updated", "feature": feature}]
-            state.apply(events)
-            encoder.note(events)
-            document = encoder.document(state)
-            compiled = await compiler.compile(document)
-            await asyncio.to_thread(publication.publish, document, "upstream", compiled.image)
-            await save_document(backup, "bench", document)
-            assert await followed.follow()
+            await step([{"eventId": 2 + i, "type": "feature-updated", "feature": feature}])
             cpu = time.thread_time() - cpu
+            await asyncio.sleep(0.005)  # the probe sees the hold
             if i < changes:
                 results[kind].append((cpu, 0.0))
             else:
@@ -117,8 +116,73 @@ async def measure(flags: int, changes: int, folder: str) -> dict[str, list[tuple
     probe.running = False
     if ticking is not None:
         await ticking
+    return results
+
+
+async def _hydrated(
+    flags: int, folder: str, store: SnapshotStore, compiler: ImageCompiler
+) -> tuple[dict[str, Any], DeltaState, DocumentEncoder, Publication]:
+    """The hydration published whole (compiled apart) into `folder`, its image not yet loaded."""
+    payload = snapshot_payload(flags)
+    publication = Publication(folder)
+    state, encoder = DeltaState(), DocumentEncoder()
+    hydration = [{"eventId": 1, "type": "hydration", **payload}]
+    state.apply(hydration)
+    encoder.note(hydration)
+    document = encoder.document(state)
+    publication.publish(document, "upstream", (await compiler.compile(document)).image)
+    return payload, state, encoder, publication
+
+
+async def measure(flags: int, changes: int, folder: str) -> Results:
+    """Each change published whole: compiled apart, written, backed up, loaded by the follower."""
+    compiler = ImageCompiler((), _Quiet(), apart=lambda: True)
+    store = SnapshotStore(logger=_Quiet())
+    payload, state, encoder, publication = await _hydrated(flags, folder, store, compiler)
+    backup = FileStorageProvider(folder)
+    followed = FollowedDocument(
+        publication,
+        lambda published: install_published(store, published, _Quiet()),
+        lambda published: install_published_stepwise(store, published, _Quiet()),
+    )
+    followed.load()
+
+    async def whole(events: list[dict[str, Any]]) -> None:
+        state.apply(events)
+        encoder.note(events)
+        document = encoder.document(state)
+        compiled = await compiler.compile(document)
+        await asyncio.to_thread(publication.publish, document, "upstream", compiled.image)
+        await save_document(backup, "bench", document)
+        assert await followed.follow()
+
+    results = await _rounds(state, payload, changes, 0.2, whole)
     compiler.close()
     return results
+
+
+async def measure_served(flags: int, changes: int, folder: str) -> Results:
+    """Each change patched into the served engine (ServedPatcher), after the hydration loaded whole. The
+    first change adopts the engine (`IncrementalEngine.adopt`: a walk of every feature, once per
+    hydration): reported apart."""
+    compiler = ImageCompiler((), _Quiet(), apart=lambda: True)
+    store = SnapshotStore(logger=_Quiet())
+    payload, state, encoder, publication = await _hydrated(flags, folder, store, compiler)
+    compiler.close()
+    patcher = ServedPatcher(store, publication, logger=_Quiet())
+    patcher.published(state)
+    FollowedDocument(publication, lambda published: install_published(store, published, _Quiet())).load()
+
+    async def patched(events: list[dict[str, Any]]) -> None:
+        outcome = patcher.apply(state, events)
+        encoder.note(events)
+        patcher.serve(encoder.parts(state), events)
+        assert outcome == PATCHED, outcome
+
+    adopt = time.thread_time()
+    await patched([{"eventId": 1, "type": "feature-updated", "feature": {**payload["features"][0], "x": 1}}])
+    results = {"first change (adopts)": [(time.thread_time() - adopt, 0.0)]}
+    return {**results, **await _rounds(state, payload, changes, 0.05, patched)}
 
 
 def measure_patch(flags: int, changes: int) -> dict[str, list[float]]:
@@ -151,6 +215,7 @@ def main() -> None:
     parser.add_argument("--flags", type=int, default=5000)
     parser.add_argument("--changes", type=int, default=20)
     parser.add_argument("--patch", action="store_true", help="the incremental patch path alone")
+    parser.add_argument("--whole", action="store_true", help="each change published whole (the before)")
     args = parser.parse_args()
     if args.patch:
         print(f"{args.flags} flags, {args.changes} flags switched, patched in (CPU of this thread)")
@@ -159,8 +224,10 @@ def main() -> None:
             print(f"{part:>14}: median {statistics.median(ms):.2f} ms (min {ms[0]:.2f}, max {ms[-1]:.2f})")
         return
     with tempfile.TemporaryDirectory(prefix="apply-cost-") as folder:
-        results = asyncio.run(measure(args.flags, args.changes, folder))
-    print(f"{args.flags} flags, {args.changes} changes of each kind, --workers 1 path on one loop")
+        run = measure if args.whole else measure_served
+        results = asyncio.run(run(args.flags, args.changes, folder))
+    path = "published whole" if args.whole else "patched in"
+    print(f"{args.flags} flags, {args.changes} changes of each kind, --workers 1 path on one loop, {path}")
     for kind, runs in results.items():
         cpu = sorted(run[0] * 1000 for run in runs)
         held = sorted(run[1] * 1000 for run in runs)

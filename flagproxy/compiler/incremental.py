@@ -12,10 +12,17 @@ name that segment id; a flag that comes or goes every flag whose dependencies na
 at its parent's place, -1 when it is missing). A removal moves the flags after it up one place: the engine
 points the kept flags' dependencies at their parent's new place itself.
 
+A feature whose edit leaves what a flag is compiled from as it was (`EVALUATED_KEYS`: a description, a
+timestamp) keeps the engine: `apply` says False, `state_changed` True, and a server keeps its cached answers.
+
 A patched engine keeps the rows of the flags it replaced (unread): once the flags replaced since the last
-whole build outnumber the flags, the next change builds whole again, so the tables stay under about twice
-their size. tests/engine/test_incremental.py holds the answers equal to a whole build of the same state
-after random event sequences, for both evaluators.
+whole build outnumber the flags (plus `spare_rows`), the next change builds whole again, so the tables stay
+under about twice their size (plus that many flags' rows). A serving loop cannot afford a whole build
+(about 1.3 s at 5000 flags): with `whole_builds` False the engine is dropped instead (`engine` None, `apply`
+True) and the caller builds it apart, then hands it back with `adopt` (flagproxy/instance/patcher.py).
+
+tests/engine/test_incremental.py holds the answers equal to a whole build of the same state after random
+event sequences, for both evaluators.
 """
 
 from __future__ import annotations
@@ -24,12 +31,29 @@ import socket
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from flagproxy.compiler.build import build_flags, compile_feature, segment_map
+import orjson
+
+from flagproxy.compiler.build import EVALUATED_KEYS, build_flags, compile_feature, segment_map
 from flagproxy.compiler.delta import DeltaState
 from flagproxy.evaluator import engine_class
 from flagproxy.strategies import by_name
 
 _MISSING = object()
+
+
+def _evaluated_alike(before: Any, after: Any) -> bool:
+    """Whether two versions of a feature compile alike: their `EVALUATED_KEYS` encode alike, as
+    `evaluation_digest` reads them (encoded: `1 == True` in Python, not to the compiler)."""
+    if not isinstance(before, Mapping) or not isinstance(after, Mapping):
+        return False
+    try:
+        return _evaluated(before) == _evaluated(after)
+    except TypeError:
+        return False
+
+
+def _evaluated(feature: Mapping[str, Any]) -> bytes:
+    return orjson.dumps([feature.get(key) for key in EVALUATED_KEYS], option=orjson.OPT_NON_STR_KEYS)
 
 
 def _uses(feature: Any) -> tuple[frozenset[Any], frozenset[Any]]:
@@ -60,7 +84,14 @@ class IncrementalEngine:
         hostname: str | None = None,
         implementation: str | None = None,
         logger: Any = None,
+        whole_builds: bool = True,
+        spare_rows: int = 0,
     ) -> None:
+        # Replaced flags allowed besides one per flag before a whole build: a few flags' engine would
+        # otherwise be built whole (or, without `whole_builds`, dropped) every few changes.
+        self.spare_rows = spare_rows
+        self.whole_builds = whole_builds  # False: never build whole here, drop the engine instead
+        self.state_changed = False  # whether the last `apply` changed the state (the engine or not)
         self.custom = by_name(custom_strategies)
         self.host = (hostname if hostname is not None else socket.gethostname()).lower()
         self.engine_class = engine_class(implementation)
@@ -78,22 +109,27 @@ class IncrementalEngine:
         changed that a flag is compiled from, and the engine is the same object)."""
         events = [event for event in events if isinstance(event, Mapping)]
         if self.engine is None or any(event.get("type") == "hydration" for event in events):
-            self.state.apply(events)
-            self.rebuild()
+            self.state_changed = self.state.apply(events)
+            self._whole()
             return True
         features, segments = self.state.features, self.state.segments
         names, ids, removals = self._touched(events)
         before = {name: features.get(name, _MISSING) for name in names}
         segments_before = {key: segments.get(key, _MISSING) for key in ids}
-        self.state.apply(events)
-        changed = {name for name in names if features.get(name, _MISSING) is not before[name]}
+        self.state_changed = self.state.apply(events)
+        changed = {
+            name
+            for name in names
+            if features.get(name, _MISSING) is not before[name]
+            and not _evaluated_alike(before[name], features.get(name, _MISSING))
+        }
         # A flag removed and added again, even as the same object, has moved last.
         changed.update(name for name in removals if name in features and before[name] is not _MISSING)
         changed_ids = {key for key in ids if segments.get(key, _MISSING) is not segments_before[key]}
         if not changed and not changed_ids:
             return False
-        if self.replaced + len(changed) > len(self.engine.names):
-            self.rebuild()
+        if self.replaced + len(changed) > len(self.engine.names) + self.spare_rows:
+            self._whole()
             return True
         return self._patch(changed, changed_ids, before, bool(removals & changed))
 
@@ -147,6 +183,21 @@ class IncrementalEngine:
         self.engine = self.engine.patched(order, compiled)
         self.replaced += len(compiled) + sum(1 for name in changed if name not in features)
         return True
+
+    def _whole(self) -> None:
+        if self.whole_builds:
+            self.rebuild()
+        else:
+            self.engine = None
+
+    def adopt(self, state: DeltaState, engine: Any) -> None:
+        """Patch from here on `engine`, built whole apart from this loop from `state` as it is now (the
+        image a worker loaded). Walks the features once for what each uses (a few ms at 5000 flags)."""
+        self.state, self.engine, self.replaced = state, engine, 0
+        self._segments = segment_map(list(state.segments.values()))
+        self._uses, self._users, self._children = {}, {}, {}
+        for name, feature in state.features.items():
+            self._note_uses(name, feature)
 
     def rebuild(self) -> None:
         """Build the engine whole from the state (a hydration, or too many rows replaced)."""

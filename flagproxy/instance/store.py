@@ -28,6 +28,8 @@ from typing import Any
 import orjson
 
 from flagproxy.compiler.build import evaluation_digest
+from flagproxy.compiler.delta import DeltaState
+from flagproxy.compiler.incremental import IncrementalEngine
 from flagproxy.evaluator import CACHE_NEVER, CACHE_SNAPSHOT
 from flagproxy.http.etag import weak_etag
 from flagproxy.image import (
@@ -43,13 +45,16 @@ from flagproxy.image import (
 from flagproxy.snapshot import compile_snapshot
 from flagproxy.sync.documents import check_document, flag_count, read_document
 
-# How long an answer stays true (`valid_in`), re-exported for the response cache: the store is the proxy's
-# one door to the engine.
+# How long an answer stays true (`valid_in`), re-exported for the response cache, and the streamed state and
+# its patched engine for the patcher (flagproxy/instance/patcher.py): the store is the proxy's one door to
+# the engine.
 __all__ = [
     "CACHE_NEVER",
     "CACHE_SNAPSHOT",
     "Compiled",
+    "DeltaState",
     "ImageError",
+    "IncrementalEngine",
     "LoadedImage",
     "ServedSnapshot",
     "SnapshotStore",
@@ -136,12 +141,13 @@ class ServedSnapshot:
     valid for, so an edit no toggle answer reads (a description) keeps it."""
 
     __slots__ = (
+        "_body",
+        "_body_parts",
+        "_etag",
         "answers",
         "evaluate_all_body",
         "evaluate_named_body",
         "evaluation",
-        "features_body",
-        "features_etag",
         "names",
         "parts",
         "reads_remote_address",
@@ -152,7 +158,7 @@ class ServedSnapshot:
     def __init__(
         self,
         engine: Any,
-        features_body: bytes,
+        features_body: bytes | list[bytes | memoryview],
         revision: int,
         source: str,
         evaluation: bytes | None = None,
@@ -168,14 +174,36 @@ class ServedSnapshot:
         self.names = engine.names
         self.evaluate_all_body = engine.evaluate_all_body
         self.evaluate_named_body = engine.evaluate_named_body
-        self.features_body = features_body
-        self.features_etag = weak_etag(features_body)
+        # The body as bytes, or as the pieces of a streamed state (flagproxy/instance/patcher.py) joined
+        # only when asked: a change patched in at 5000 flags would otherwise join and hash 3.7 MB on the
+        # serving loop for a body few clients read.
+        self._body: bytes | None = None
+        self._body_parts: list[bytes | memoryview] | None = None
+        self._etag: str | None = None
+        if isinstance(features_body, list):
+            self._body_parts = features_body
+        else:
+            self._body = features_body
+            self._etag = weak_etag(features_body)
         # Whether an answer can depend on the caller's address (a remoteAddress strategy, constraint or
         # stickiness): if not, the response cache need not key on it. A plain scan of the document is
         # conservative (a flag merely named so also counts) and costs nothing per request.
-        self.reads_remote_address = (
-            REMOTE_ADDRESS in features_body if reads_remote_address is None else reads_remote_address
-        )
+        if reads_remote_address is None:
+            reads_remote_address = REMOTE_ADDRESS in self.features_body
+        self.reads_remote_address = reads_remote_address
+
+    @property
+    def features_body(self) -> bytes:
+        if self._body is None:
+            self._body = b"".join(self._body_parts or ())
+            self._body_parts = None
+        return self._body
+
+    @property
+    def features_etag(self) -> str:
+        if self._etag is None:
+            self._etag = weak_etag(self.features_body)
+        return self._etag
 
 
 def _load_malloc_trim() -> Any:
@@ -283,6 +311,31 @@ class SnapshotStore:
         engine = current.evaluate_all_body.__self__
         body = features_body_of(image)
         return self._swap(engine, body, source, revision, at_ms, evaluation, current.answers, current.parts)
+
+    def install_patched(
+        self,
+        engine: Any,
+        body_parts: list[bytes | memoryview],
+        source: str,
+        *,
+        revision: int,
+        reads_remote_address: bool,
+        same_answers: bool,
+    ) -> ServedSnapshot:
+        """Swap in an engine patched on this loop (flagproxy/instance/patcher.py) with its features body in
+        pieces, joined when first asked. `same_answers`: the engine is the served one (only the body is
+        new), and the response cache stays valid. The patched engine shares most of its objects with the
+        one it replaces: only the new ones are frozen, and nothing is trimmed here (a walk of the heap)."""
+        current = self.current
+        answers = current.answers if same_answers and current is not None else None
+        self.revision = revision
+        served = ServedSnapshot(engine, body_parts, revision, source, None, answers, (), reads_remote_address)
+        self.current = served
+        if answers is None:
+            gc.freeze()
+        self.last_update_ms = int(time.time() * 1000)
+        self.last_fetch_ms = max(self.last_fetch_ms, self.last_update_ms)
+        return served
 
     def _swap(
         self,

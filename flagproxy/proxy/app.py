@@ -46,6 +46,7 @@ from flagproxy.http.serving import answer_can_arrive, guard_worker_signals
 from flagproxy.http.trust import remote_address_of
 from flagproxy.instance.follower import Follower
 from flagproxy.instance.leader import Instance, stop_sync
+from flagproxy.instance.patcher import ServedPatcher
 from flagproxy.instance.response_cache import ResponseCache
 from flagproxy.instance.store import ServedSnapshot, SnapshotStore
 from flagproxy.proxy.auth import KeyRing, accepts_either
@@ -191,6 +192,13 @@ class _ProxyApp:
                 self.settings, self.instance, self.logger, self.log_warnings, compile_apart=True
             )
             app.ctx.sync = self.sync
+            if self.sync.streamer is not None:  # a streamed change patched into this store, not published
+                self.sync.streamer.patcher = ServedPatcher(
+                    self.store,
+                    self.instance.publication,
+                    custom_strategies=self.settings.custom_strategies,
+                    logger=self.logger,
+                )
             await self.sync.start()  # the backup, if there is one, is published when this returns
         else:
             app.ctx.sync = None

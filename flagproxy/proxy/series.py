@@ -43,6 +43,10 @@ STREAM_ENDS = (
     "flagproxy_upstream_stream_ends",
     "Upstream streams that ended, by why; a reconnect or polling follows each (streaming on).",
 )
+STREAM_CHANGES = (
+    "flagproxy_upstream_stream_changes",
+    "Streamed changes applied, by how: patched into the served engine, or published whole (streaming on).",
+)
 STREAMING = ("flagproxy_upstream_streaming", "1 while the sync streams from the upstream, 0 while it polls.")
 # The closed sets of their labels (an upstream names its events: anything else counts as `other`).
 STREAM_EVENT_NAMES = frozenset(("unleash-connected", "unleash-updated", "fetch-mode"))
@@ -218,6 +222,11 @@ class SyncSeries:
     def stream_ended(self, why: str) -> None:
         """A stream that ended: `ended`, `failed`, `refused`, `told_to_poll` or `rehydrate`."""
         self._count(STREAM_ENDS, "why", why)
+        self._write()
+
+    def stream_change(self, applied: str) -> None:
+        """A streamed change that changed the flags: `patched` (flagproxy/instance/patcher.py) or `whole`."""
+        self._count(STREAM_CHANGES, "applied", applied)
         self._write()
 
     def stream_mode(self, mode: str) -> None:

@@ -41,6 +41,11 @@ BUILTIN_STRATEGIES = (
 )
 
 
+# Seconds between a streamed change patched in (nothing published) and its backup: one write of the whole
+# document (megabytes at 5000 flags) for all the changes of that second, not one per change.
+STREAMED_BACKUP_DELAY = 1.0
+
+
 class SyncService:
     def __init__(
         self,
@@ -111,6 +116,8 @@ class SyncService:
                 logger=logger,
                 observer=observer,
             )
+            self.streamer.on_patched = self._back_up_streamed
+        self._backing_up: asyncio.Task[None] | None = None
         self.observer = observer  # the Prometheus series of the sync (flagproxy/proxy/series.py)
         self.on_stop = on_stop  # what `install` holds (the compile process) goes with the sync
         self.started = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -154,6 +161,25 @@ class SyncService:
         if self.registered is None and self.config.metrics_interval > 0:
             self.registered = asyncio.get_running_loop().create_task(self.register())
         return True
+
+    def _back_up_streamed(self) -> None:
+        """A streamed change was patched into the served engine, not published: the backup follows within
+        STREAMED_BACKUP_DELAY."""
+        if self.storage is not None and self._backing_up is None:
+            self._backing_up = asyncio.get_running_loop().create_task(self._write_streamed_backup())
+
+    async def _write_streamed_backup(self) -> None:
+        try:
+            await asyncio.sleep(STREAMED_BACKUP_DELAY)
+            parts = self.streamer.encoder.parts(self.streamer.state)
+            self._backing_up = None  # a change from here on is backed up by the next write
+            # b"".join lets go of the GIL while it copies megabytes: the loop goes on answering.
+            await save_document(self.storage, self.storage_key, await asyncio.to_thread(b"".join, parts))
+        except Exception as exc:  # a full disk must not stop serving
+            self.logger.warn(f"Could not back up the features: {exc!r}")
+        finally:
+            if self._backing_up is asyncio.current_task():
+                self._backing_up = None
 
     async def load_backup(self) -> None:
         if self.storage is None:
@@ -213,7 +239,7 @@ class SyncService:
             self.tasks.append(loop.create_task(self.usage_sender.run()))
 
     async def stop(self, flush_timeout: float = 2.0) -> None:
-        tasks = [*self.tasks, *([self.registered] if self.registered else [])]
+        tasks = [*self.tasks, *(task for task in (self.registered, self._backing_up) if task is not None)]
         for task in tasks:
             task.cancel()
         for task in tasks:

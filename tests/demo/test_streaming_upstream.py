@@ -4,8 +4,9 @@
 - an admin change shows up in POST /proxy and edge's /api/frontend, and the proxy never polled;
 - a restart of the server: changes made meanwhile (through a second server on the same database) all show
   up once it is back, the stream resumed;
-- after random sequences of admin changes (hypothesis) the streaming proxy and edge answer every flag as a
-  proxy that polls the same server (and so reads a full document of the same revision) does;
+- after random sequences of admin changes (hypothesis) the streaming proxy (its changes patched into the
+  served engine: flagproxy/instance/patcher.py) and edge answer every flag as a proxy that polls the same
+  server (and so reads a full document of the same revision) does;
 - each stops on SIGTERM with its stream open, exit status 0.
 """
 
@@ -150,6 +151,8 @@ def test_an_admin_change_shows_up_without_a_poll(readers: Readers) -> None:
     assert proxy_fetches(readers.proxy) == 0  # every change came by the stream
     assert series(readers.proxy, "flagproxy_upstream_streaming") == 1
     assert series(readers.proxy, "flagproxy_upstream_stream_events_total[('event', 'unleash-updated')]") >= 2
+    # ... and was patched into the served engine (flagproxy/instance/patcher.py), not compiled whole again
+    assert series(readers.proxy, "flagproxy_upstream_stream_changes_total[('applied', 'patched')]") >= 2
 
 
 def test_a_server_restart_misses_nothing(readers: Readers) -> None:

@@ -153,3 +153,27 @@ def test_delta_state_says_whether_the_state_changed(first: dict[str, Any], chang
         before = (list(state.features.items()), list(state.segments.items()))
         changed = state.apply(events)
         assert changed == (before != (list(state.features.items()), list(state.segments.items())))
+
+
+def test_an_edit_no_flag_reads_keeps_the_engine_and_changes_the_state() -> None:
+    held = IncrementalEngine(hostname="host")
+    flag = {"name": "a", "enabled": True, "strategies": [{"name": "default"}], "description": "one"}
+    held.apply([{"type": "hydration", "features": [flag], "segments": []}])
+    engine = held.engine
+    assert not held.apply([{"type": "feature-updated", "feature": {**flag, "description": "two"}}])
+    assert held.state_changed and held.engine is engine
+    assert held.state.features["a"]["description"] == "two"
+    assert held.apply([{"type": "feature-updated", "feature": {**flag, "enabled": 1}}])  # not `true`
+
+
+def test_without_whole_builds_the_engine_is_dropped_and_adopted_back() -> None:
+    flags = [{"name": f"f{n}", "enabled": True, "strategies": [{"name": "default"}]} for n in range(3)]
+    held = IncrementalEngine(hostname="host", whole_builds=False)
+    hydration = {"type": "hydration", "features": flags, "segments": []}
+    assert held.apply([hydration]) and held.engine is None
+    whole = compile_snapshot(held.state.document(), hostname="host").engine
+    held.adopt(held.state, whole)
+    for n in range(3):  # each replaces a flag: the fourth replacement would outnumber the flags
+        assert held.apply([{"type": "feature-updated", "feature": {**flags[n], "enabled": False}}])
+        assert held.engine is not None and held.engine is not whole
+    assert held.apply([{"type": "feature-updated", "feature": flags[0]}]) and held.engine is None
