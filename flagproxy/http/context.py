@@ -8,8 +8,9 @@ remoteAddress and currentTime stay at the top; every other key goes into `proper
 `properties` entry wins. Empty root fields are dropped, an unparsable currentTime is dropped, and
 remoteAddress defaults to the client address (the caller's own value is kept, DESIGN D6).
 
-Every value must end up a string. POST converts numbers and booleans as the Node proxy does (`7` → "7")
-and drops null; objects, arrays and repeated query fields are a 400 with the Node proxy's validation body.
+Every value must end up a string. POST converts numbers and booleans as the Node proxy does, the way
+JavaScript writes them (`7` and `7.0` → "7", `1e21` → "1e+21", `0.000001` → "0.000001"), and null to "";
+objects, arrays and repeated query fields are a 400 with the Node proxy's validation body.
 (The Node proxy passes nested GET values such as `properties[a][b]=c` through to its SDK, where they can
 never match; flagproxy rejects them so a caller learns about the mistake.)
 """
@@ -122,10 +123,43 @@ def _as_string(value: Any) -> str | None:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
-        return str(value)
+        return str(value) if -_EXACT < value < _EXACT else _js_number(float(value))
     if isinstance(value, float):
-        return str(int(value)) if value.is_integer() else repr(value)
+        return _js_number(value)
     return None
+
+
+_EXACT = 2**53  # JavaScript reads a JSON integer as a double: past this one, as the nearest double
+
+
+def _js_number(value: float) -> str:
+    """JavaScript's String(number) (ECMA-262 Number::toString): the shortest digits that read back as the
+    same double (Python's repr finds the same ones), written out from 1e-6 up to 1e21, else as
+    `d.ddde+N` / `de-N`; -0 is "0"."""
+    if value == 0:
+        return "0"
+    if value != value or value in (float("inf"), float("-inf")):  # not JSON; for completeness
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    sign = "-" if value < 0 else ""
+    mantissa, _, exponent = repr(abs(value)).partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    digits = (whole + fraction).lstrip("0")
+    # n: where the decimal point goes relative to the digits (value = 0.digits x 10**n)
+    n = (
+        len(whole) + int(exponent or 0)
+        if whole != "0"
+        else int(exponent or 0) - (len(fraction) - len(digits))
+    )
+    digits = digits.rstrip("0")
+    k = len(digits)
+    if k <= n <= 21:
+        return sign + digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return sign + digits[:n] + "." + digits[n:]
+    if -6 < n <= 0:
+        return sign + "0." + "0" * -n + digits
+    power = f"e{'+' if n - 1 >= 0 else '-'}{abs(n - 1)}"
+    return sign + (digits if k == 1 else digits[0] + "." + digits[1:]) + power
 
 
 def build_context(fields: dict[str, str], properties: dict[str, str]) -> dict[str, Any]:

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from flagproxy.http.context import body_context, normalise_time, parse_toggles, query_context
 from flagproxy.http.errors import ClientError
@@ -83,3 +89,42 @@ def test_parse_toggles():
 )
 def test_normalise_time(value, expected):
     assert normalise_time(value) == expected
+
+
+# JSON number texts whose JavaScript string differs from Python's str/repr: exponents from 1e21 up and
+# below 1e-6, 0.000001 written out, integers past 2**53 read as doubles, and -0.
+NUMBER_TEXTS = [
+    "1e21", "1e22", "1.5e300", "1.7976931348623157e308", "123456789012345680000", "0.000001", "0.0000001",
+    "1e-7", "-1e-7", "5e-324", "2.5e-10", "9007199254740993", "-9007199254740993", "1e3", "1E3", "-0",
+    "-0.0", "1.0", "0.1", "100", "42", "-5", "1.25", "123.456", "1e20", "99999999999999990000",
+]  # fmt: skip
+
+
+def _as_javascript_writes(texts: list[str]) -> dict[str, str]:
+    """String(JSON.parse(text)) for each text, from node itself (tests/sdk's node)."""
+    assert shutil.which("node"), "node is missing: .ci/run installs it"
+    script = "for (const t of JSON.parse(process.argv[1])) console.log(String(JSON.parse(t)))"
+    run = subprocess.run(
+        ["node", "-e", script, json.dumps(texts)], capture_output=True, text=True, check=True
+    )
+    return dict(zip(texts, run.stdout.splitlines(), strict=True))
+
+
+def _as_context_writes(texts: list[str]) -> dict[str, str]:
+    return {
+        text: body_context({"context": {"properties": {"n": json.loads(text)}}})["properties"]["n"]
+        for text in texts
+    }
+
+
+def test_numbers_are_written_as_javascript_writes_them():
+    """The Node proxy's validation (ajv's coerceTypes) writes a number in the context as JavaScript's
+    String(number) does."""
+    assert _as_context_writes(NUMBER_TEXTS) == _as_javascript_writes(NUMBER_TEXTS)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False) | st.integers(-(2**63), 2**63), min_size=40))
+def test_any_number_is_written_as_javascript_writes_it(numbers: list[float | int]) -> None:
+    texts = [json.dumps(n) for n in numbers]
+    assert _as_context_writes(texts) == _as_javascript_writes(texts)
