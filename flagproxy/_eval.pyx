@@ -431,6 +431,22 @@ cdef Py_ssize_t PLAN_CONSTRAINTS_FREE = 256  # more plan constraints than this a
 ctypedef struct Walk:
     int32_t candidates  # index of the flag's first candidate in _Plan.candidates
     int32_t n  # how many; -1: walk the flag as _outcome does (it has dependencies)
+    int32_t quick  # index in _Plan.quick when the flag has a quick record (see Quick), else -1
+
+
+ctypedef struct Quick:
+    # A walked flag whose plan leaves it one strategy, whose constraints the plan key has decided hold: a
+    # default-stickiness flexibleRollout (or one that surely holds, when only its variant is left to pick).
+    # What the walk reads of it (the rollout's hash prefix, the percentage, the answer's fragment) is
+    # copied here, in walk order, so a request reads one record per such flag instead of the flag's,
+    # the strategy's and the fragment's rows spread over tables that do not fit in the CPU's caches.
+    HashPrefix prefix  # the rollout's group ("<groupId>:" or "<flag name>:")
+    uint32_t percentage
+    uint8_t always  # the strategy holds whatever the identifier (a default strategy, a constant on)
+    int32_t list  # the variant list to pick from when it holds, -1: none (the answer is `on`)
+    int32_t fragments  # the flag's Flag.fragments and Flag.disabled
+    int32_t disabled
+    Fragment on  # the flag's no-variant fragment
 
 
 @cython.final
@@ -443,15 +459,18 @@ cdef class _Plan:
     cdef int32_t* steps
     cdef Fragment* parts
     cdef Walk* walks
+    cdef Quick* quick
     cdef int32_t* candidates
     cdef Py_ssize_t n_steps
     cdef Py_ssize_t walked  # steps that are flags
+    cdef Py_ssize_t n_quick  # walked flags with a quick record
     cdef Py_ssize_t size  # bytes it holds, for the bound
 
     def __dealloc__(self):
         free(self.steps)
         free(self.parts)
         free(self.walks)
+        free(self.quick)
         free(self.candidates)
 
 
@@ -1690,9 +1709,12 @@ cdef class Engine:
         cdef Py_ssize_t n = plan.n_steps if plan is not None else self.n_flags
         cdef Fragment* parts = <Fragment*>malloc((n if n > 0 else 1) * sizeof(Fragment))
         cdef Py_ssize_t count = 0, i, walked = 0
-        cdef int32_t step, found
+        cdef int32_t step, found, variant
         cdef const Flag* flag
         cdef const Walk* walk
+        cdef const Quick* quick
+        cdef const SplitIdentifier* split = NULL
+        cdef int split_known = 0  # 1: `split` is this request's default_split() (made at the first use)
         if parts == NULL:
             raise MemoryError()
         try:
@@ -1706,9 +1728,27 @@ cdef class Engine:
                     if step < 0:
                         count = _add_part(parts, count, &plan.parts[-step - 1])
                         continue
-                    flag = &self._flags[step]
                     walk = &plan.walks[walked]
                     walked += 1
+                    if walk.quick >= 0:
+                        # What _planned_outcome answers for it, from its record alone (no hash needed when
+                        # it always holds; without a split identifier, the full walk below).
+                        quick = &plan.quick[walk.quick]
+                        if not quick.always and not split_known:
+                            split = ev.default_split()
+                            split_known = 1
+                        if quick.always or split != NULL:
+                            if quick.always or _split_hash(&quick.prefix, split) % ROLLOUT_MODULUS + 1 <= quick.percentage:
+                                if quick.list < 0:
+                                    count = _add_part(parts, count, &quick.on)
+                                    continue
+                                variant = self._pick_variant(quick.list, ev)
+                                found = 0 if variant < 0 else self._variants[variant].outcome
+                                count = _add_part(parts, count, &self._fragments[quick.fragments + found])
+                            elif include_disabled:
+                                count = _add_part(parts, count, &self._fragments[quick.disabled])
+                            continue
+                    flag = &self._flags[step]
                     if walk.n < 0:
                         found = self._outcome(flag, ev)
                     else:
@@ -1774,6 +1814,7 @@ cdef class Engine:
         plan.steps = <int32_t*>_table(n, sizeof(int32_t))  # at most one step a flag
         plan.parts = <Fragment*>_table(n, sizeof(Fragment))
         plan.walks = <Walk*>_table(n, sizeof(Walk))
+        plan.quick = <Quick*>_table(n, sizeof(Quick))
         plan.candidates = <int32_t*>_table(self._n_strategies, sizeof(int32_t))  # at most each strategy once
         for i in range(n):
             flag = &self._flags[i]
@@ -1783,11 +1824,15 @@ cdef class Engine:
                 steps += 1
                 walk = &plan.walks[plan.walked]
                 plan.walked += 1
+                walk.quick = -1
                 if flag.n_dependencies:
                     walk.n = -1
                 else:
                     walk.candidates = <int32_t>candidates
                     walk.n = self._plan_candidates(flag, ev, &plan.candidates[candidates])
+                    if walk.n == 1 and self._quick_record(flag, plan.candidates[candidates], &plan.quick[plan.n_quick]):
+                        walk.quick = <int32_t>plan.n_quick
+                        plan.n_quick += 1
                     candidates += walk.n
                 continue
             if found >= 0:
@@ -1808,8 +1853,10 @@ cdef class Engine:
         plan.steps = <int32_t*>_shrink(plan.steps, steps * sizeof(int32_t))
         plan.parts = <Fragment*>_shrink(plan.parts, parts * sizeof(Fragment))
         plan.walks = <Walk*>_shrink(plan.walks, plan.walked * sizeof(Walk))
+        plan.quick = <Quick*>_shrink(plan.quick, plan.n_quick * sizeof(Quick))
         plan.candidates = <int32_t*>_shrink(plan.candidates, candidates * sizeof(int32_t))
         plan.size = (steps * sizeof(int32_t) + parts * sizeof(Fragment) + plan.walked * sizeof(Walk)
+                     + plan.n_quick * sizeof(Quick)
                      + candidates * sizeof(int32_t) + PLAN_OVERHEAD)
         return plan
 
@@ -1894,6 +1941,32 @@ cdef class Engine:
                 break  # it holds: the walk stops here
         return n
 
+    cdef bint _quick_record(self, const Flag* flag, int32_t code, Quick* out) noexcept:
+        """Whether the flag's one candidate `code` (see _plan_candidates) makes a Quick record, written to
+        `out`: its constraints all plan constraints that hold (code < 0), and either a flexibleRollout of
+        default stickiness (the walk hashes the request's split identifier, as _condition_holds does) or
+        a strategy that surely holds (a default, a constant on: only the variant is left to pick). A
+        variant list qualifies when _pick_variant needs nothing the record does not name (it is called)."""
+        cdef const Strategy* s
+        cdef int32_t i
+        if code >= 0 or not flag.has_strategies:
+            return False
+        i = -1 - code
+        s = &self._strategies[i]
+        memset(out, 0, sizeof(Quick))
+        if s.kind == STRATEGY_DEFAULT or (s.kind == STRATEGY_CONSTANT and s.constant):
+            out.always = 1
+        elif s.kind == STRATEGY_FLEXIBLE_ROLLOUT and s.stickiness == STICK_DEFAULT:
+            out.prefix = s.group if s.has_group else flag.rollout
+            out.percentage = <uint32_t>s.percentage
+        else:
+            return False
+        out.list = self._variant_list(flag, i)
+        out.fragments = flag.fragments
+        out.disabled = flag.disabled
+        out.on = self._fragments[flag.fragments]
+        return True
+
     cdef inline int32_t _planned_outcome(
         self, const Flag* flag, const int32_t* candidates, int32_t n, _Evaluation ev
     ) except -2:
@@ -1954,6 +2027,7 @@ cdef class Engine:
             "built": self.plans_built,
             "hits": self.plan_hits,
             "walked": [(<_Plan>plan).walked for plan in self._plans.values()],
+            "quick": [(<_Plan>plan).n_quick for plan in self._plans.values()],
         }
 
     def evaluate_named_body(self, context, names):

@@ -219,3 +219,43 @@ def test_a_walked_flag_skips_only_the_strategies_its_plan_rules_out() -> None:
                 seen.setdefault(name, set()).add(name in toggles)
     assert all(answers == {True, False} for answers in seen.values()), seen
     assert pair.stats()["hits"] > 0
+
+
+def test_quick_records_answer_as_the_walk_does() -> None:
+    """A walked flag left one strategy whose constraints the plan decided hold (a default-stickiness
+    rollout, or a strategy that holds whatever the user with only its variant left) is walked from its
+    plan's quick record (Engine._quick_record). Its answers, with and without the disabled flags, equal
+    the pure twin's: for user ids, for a session id alone, and for an identifier too long to split (the
+    full walk then, as with no identifier, where randomness decides and the twins cannot be compared)."""
+
+    def rollout(*constraints: dict[str, Any], percent: str = "50", **parameters: str) -> dict[str, Any]:
+        return constrained(
+            *constraints, name="flexibleRollout", rollout=percent, stickiness="default", **parameters
+        )
+
+    variants = [
+        {"name": "blue", "weight": 500, "weightType": "variable", "stickiness": "default"},
+        {"name": "red", "weight": 500, "weightType": "variable", "stickiness": "default"},
+    ]
+    pair = Pair(
+        payload(
+            flag("rollout", rollout(app_in("web"))),
+            flag("grouped", rollout(app_in("web"), percent="30", groupId="shared")),
+            flag("with-variants", rollout(percent="70"), variants=variants),
+            flag("always-with-variants", constrained(app_in("web")), variants=variants),
+            flag("off", rollout(percent="60"), enabled=False),
+        )
+    )
+    seen: dict[str, set[bool]] = {}
+    identities: list[dict[str, str]] = [{"userId": f"u{i}"} for i in range(40)]
+    identities += [{"sessionId": f"s{i}"} for i in range(20)]
+    identities += [{"userId": "x" * 65 + str(i)} for i in range(20)]
+    for identity in identities:
+        context = {"appName": "web", **identity}
+        toggles = pair.toggles(context)
+        pair.toggles(context, include_disabled=True)
+        for name in ("rollout", "grouped", "with-variants"):
+            seen.setdefault(name, set()).add(name in toggles)
+    assert all(answers == {True, False} for answers in seen.values()), seen
+    stats = pair.stats()
+    assert stats["hits"] > 0 and max(stats["quick"]) == 4  # every enabled flag of the web plans
