@@ -103,6 +103,7 @@ class IncrementalEngine:
         self._uses: dict[str, tuple[frozenset[Any], frozenset[Any]]] = {}
         self._users: dict[Any, set[str]] = {}  # segment id -> flags whose strategies name it
         self._children: dict[Any, set[str]] = {}  # flag name -> flags whose dependencies name it
+        self._indexed = False  # whether the three above hold the state's (`_index`)
 
     def apply(self, events: Iterable[Any]) -> bool:
         """Apply `events` to the state and the engine; whether the engine was replaced (False: nothing
@@ -159,12 +160,17 @@ class IncrementalEngine:
         if changed_ids:
             self._segments = segment_map(list(self.state.segments.values()))
         recompile = {name for name in changed if isinstance(name, str) and name in features}
+        came_or_went = [name for name in changed if (before[name] is _MISSING) != (name not in features)]
+        if self._indexed:
+            for name in changed:
+                self._note_uses(name, features.get(name, _MISSING))
+        elif changed_ids or came_or_went:
+            self._index()  # from the state as it is now, these changes in it
         for key in changed_ids:
             recompile.update(self._users.get(key, ()))
-        for name in changed:
-            if (before[name] is _MISSING) != (name not in features):  # came or went
-                recompile.update(self._children.get(name, ()))
-                moved = True
+        for name in came_or_went:
+            recompile.update(self._children.get(name, ()))
+            moved = True
         if moved:  # a removal and a re-addition in one batch also moves the flag last: walk the state
             order = tuple(name for name in features if isinstance(name, str))
             index = {name: i for i, name in enumerate(order)}
@@ -178,8 +184,6 @@ class IncrementalEngine:
             if warning is not None:
                 self._warn(warning)
             compiled.append(flag)
-        for name in changed:
-            self._note_uses(name, features.get(name, _MISSING))
         self.engine = self.engine.patched(order, compiled)
         self.replaced += len(compiled) + sum(1 for name in changed if name not in features)
         return True
@@ -192,12 +196,19 @@ class IncrementalEngine:
 
     def adopt(self, state: DeltaState, engine: Any) -> None:
         """Patch from here on `engine`, built whole apart from this loop from `state` as it is now (the
-        image a worker loaded). Walks the features once for what each uses (a few ms at 5000 flags)."""
+        image a worker loaded)."""
         self.state, self.engine, self.replaced = state, engine, 0
         self._segments = segment_map(list(state.segments.values()))
+        self._indexed = False
+
+    def _index(self) -> None:
+        """What each flag uses, walked from the state (about 25 ms at 5000 flags): only once a change needs
+        it (a segment's users, a flag's dependants), so that a hydration's first flag update does not pay
+        for it; kept up to date from then on."""
         self._uses, self._users, self._children = {}, {}, {}
-        for name, feature in state.features.items():
+        for name, feature in self.state.features.items():
             self._note_uses(name, feature)
+        self._indexed = True
 
     def rebuild(self) -> None:
         """Build the engine whole from the state (a hydration, or too many rows replaced)."""
@@ -208,9 +219,7 @@ class IncrementalEngine:
         self.engine = self.engine_class(flags)
         self.replaced = 0
         self._segments = segment_map(document["segments"])
-        self._uses, self._users, self._children = {}, {}, {}
-        for name, feature in self.state.features.items():
-            self._note_uses(name, feature)
+        self._indexed = False
 
     def _note_uses(self, name: Any, feature: Any) -> None:
         old_segments, old_parents = self._uses.pop(name, (frozenset(), frozenset()))
