@@ -5,8 +5,9 @@
 pydantic error into one string; the callable keeps pydantic's location so the record can name the field.
 It also runs the content-type check first, in Unleash's order: 415 before 400.
 
-Text holding a NUL character is refused for every body: PostgreSQL cannot store one (SQLite can), and
-both backends must answer alike.
+Text holding a NUL character is refused in every body that is stored: PostgreSQL cannot store one (SQLite
+can), and both backends must answer alike. The playground stores nothing and takes any context the
+frontend API takes, NUL included.
 """
 
 from __future__ import annotations
@@ -94,9 +95,10 @@ def require_json(request: Request) -> Any:
 class _Check:
     """sanic-ext calls this with the parsed body; on success the model lands in the handler's `body`."""
 
-    def __init__(self, model: type[BaseModel], wrap_list: bool) -> None:
+    def __init__(self, model: type[BaseModel], wrap_list: bool, stored: bool) -> None:
         self.model = model
         self.wrap_list = wrap_list
+        self.stored = stored
 
     def __call__(self, *, request: Request, data: Any, handler_kwargs: dict[str, Any]) -> None:
         if self.wrap_list:
@@ -106,7 +108,7 @@ class _Check:
             data = {"variants": data}
         elif not isinstance(data, dict):
             raise ValidationFailed("body", "expected a JSON object")
-        found = nul_location(data)
+        found = nul_location(data) if self.stored else None
         if found is not None:
             location, in_key = found
             what = "its keys" if in_key else "text"
@@ -117,9 +119,13 @@ class _Check:
             raise as_validation_failed(exc, data) from None
 
 
-def json_body(model: type[BaseModel], *, wrap_list: bool = False) -> Callable[[Handler], Handler]:
-    """Document and validate a JSON body; the handler receives the model as keyword `body`."""
-    check = _Check(model, wrap_list)
+def json_body(
+    model: type[BaseModel], *, wrap_list: bool = False, stored: bool = True
+) -> Callable[[Handler], Handler]:
+    """Document and validate a JSON body; the handler receives the model as keyword `body`. A body that is
+    `stored` may hold no NUL character (PostgreSQL's text cannot); one only read (the playground's context,
+    which takes what the frontend API takes) may."""
+    check = _Check(model, wrap_list, stored)
 
     def decorate(handler: Handler) -> Handler:
         validated = validate(json=check)(handler)

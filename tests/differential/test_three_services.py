@@ -6,9 +6,9 @@ dependencies. A `flagproxy proxy` and a `flagproxy edge` read it. Hypothesis mak
 cases (numbers such as 1, 1.0, -0 and 1e3, also sent as those very JSON texts, booleans, null, empty and very
 long strings, unicode, currentTime in several RFC 3339 forms or absent, userId as a number, properties named
 like standard fields, remoteAddress in the body or only from the connection, which comes from one of two
-loopback addresses), and each goes to the server's POST and GET `/api/frontend/all`, the proxy's POST and GET
-`/proxy/all` and edge's POST and GET `/api/frontend/all` (or each one's route of enabled flags only): every
-flag's enabled state and variant must agree.
+loopback addresses), and each goes to the server's POST and GET `/api/frontend/all` (a POST's also to its
+playground), the proxy's POST and GET `/proxy/all` and edge's POST and GET `/api/frontend/all` (or each one's
+route of enabled flags only): every flag's enabled state and variant must agree.
 
 Left out by rule, never by name: flags whose answer can be drawn at random (`answer_can_be_random`), and
 no constraint reads `appName` or `environment`, whose defaults are each product's own setting (the
@@ -32,6 +32,7 @@ from tests.demo.processes import PROXY_KEY, ProxyProcess
 from tests.edge.harness import EdgeProcess, edge
 from tests.http.loopback import fetch
 from tests.server.harness import (
+    ADMIN_TOKEN,
     CLIENT_TOKEN,
     FRONTEND_TOKEN,
     Api,
@@ -230,16 +231,34 @@ class Services:
             )
             assert status == 200, (name, method, target, body, status, answer[:300])
             answers[name] = {
-                t["name"]: (
-                    t["enabled"],
-                    t["variant"]["name"],
-                    t["variant"]["enabled"],
-                    t["variant"].get("payload"),
-                )
+                t["name"]: _outcome(t["enabled"], t["variant"])
                 for t in orjson.loads(answer)["toggles"]
                 if t["name"] in self.flags
             }
+        if body is not None:
+            answers["playground"] = self.playground(body.get("context", {}), source, everything)
         return answers
+
+    def playground(self, context: dict[str, Any], source: str, everything: bool) -> dict[str, Any]:
+        """The server's playground for the same context (the same parser); it has no caller's address to
+        fall back on, so the connection's goes in where the context has none (an empty one counts as none)."""
+        if not context.get("remoteAddress"):
+            context = {**context, "remoteAddress": source}
+        request = {"environment": "development", "projects": "*", "context": context}
+        headers = {"Content-Type": "application/json", "Authorization": ADMIN_TOKEN}
+        status, _, answer = fetch(
+            self.server.port, "POST", "/api/admin/playground", headers, _dumps(request), 10, source
+        )
+        assert status == 200, ("playground", request, status, answer[:300])
+        return {
+            f["name"]: _outcome(f["isEnabled"], f["variant"])
+            for f in orjson.loads(answer)["features"]
+            if f["name"] in self.flags and (everything or f["isEnabled"])
+        }
+
+
+def _outcome(enabled: bool, variant: dict[str, Any]) -> tuple[Any, ...]:
+    return enabled, variant["name"], variant["enabled"], variant.get("payload")
 
 
 def _dumps(body: dict[str, Any]) -> bytes:

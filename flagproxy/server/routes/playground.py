@@ -144,7 +144,7 @@ def playground(tx: Any, body: PlaygroundBody, with_reasons: bool) -> dict[str, A
 @bp.post("/api/admin/playground")
 @openapi.summary("Evaluate every flag of an environment and projects for a context, with the reasons")
 @openapi.tag("Playground")
-@json_body(PlaygroundBody)
+@json_body(PlaygroundBody, stored=False)
 async def evaluate(request: Request, body: PlaygroundBody) -> HTTPResponse:
     with_reasons = request.args.get("explain", "").lower() in ("1", "true")
     with request.app.ctx.db.transaction(read_only=True) as tx:  # a POST that only reads
