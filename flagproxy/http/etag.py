@@ -6,7 +6,7 @@ the hash is chosen for speed: XXH3-128 (python-xxhash, in C) takes about 2 µs f
 where SHA-1 took about 77 µs. XXH3 with the default seed is deterministic, so identical bodies get identical
 ETags on every worker, process and run; the length prefix stays, and the tag is still only a weak validator.
 
-These ETags are no longer the Node proxy's: Express's are `W/"<length hex>-<first 27 chars of
+These ETags differ from the Node proxy's: Express's are `W/"<length hex>-<first 27 chars of
 base64(sha1(body))>"`. The bodies are still byte for byte the Node proxy's (the tests check that with
 Express's algorithm); only the tag differs, so a client that moves over from the Node proxy sends one
 If-None-Match that does not match, gets one full 200 and revalidates from then on. With `max-age=2` caches

@@ -185,7 +185,7 @@ def _full_checks(process: EdgeProcess) -> int:
 
 def test_a_bearer_token_takes_the_one_lookup_path(stub: CountingUpstream, started: list[EdgeProcess]) -> None:
     """`Authorization: Bearer <token>` is the same token as `<token>`: once it has passed, neither form
-    is checked in full again (the fast path used to hash the raw header, so Bearer callers never took it)."""
+    is checked in full again: the one-lookup path is keyed by the secret, whatever the header's scheme."""
     process = start(started, stub)
     for path, token in (("/api/frontend", DEV_FRONTEND), ("/api/client/features", DEV_CLIENT)):
         assert process.get(path, f"Bearer {token}")[0] == 200

@@ -77,7 +77,7 @@ def test_the_context_is_read_as_the_proxy_and_edge_read_it(api: Api) -> None:
     local = _flag(api, {"name": "remoteAddress", "parameters": {"IPs": "127.0.0.1"}})
     assert on(local, {"remoteAddress": ""})  # "" leaves the connection's address (it replaced it)
     listed = _flag(api, {"name": "userWithId", "parameters": {"userIds": "u1"}})
-    assert on(listed, {"userId": "", "properties": {"userId": "u1"}})  # "" no longer hides the property
+    assert on(listed, {"userId": "", "properties": {"userId": "u1"}})  # an empty field hides no property
     sessions = _flag(
         api,
         {
