@@ -4,12 +4,16 @@ polling interval is long (60 s) where the test says nothing came by polling, sho
 
 from __future__ import annotations
 
+import glob
 import json
+import os
 import signal
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.http.loopback import KEY, SAMPLE, LoopThread
 from tests.http.processes import ProxyUnderTest
@@ -148,3 +152,68 @@ def test_sigterm_with_a_stream_open_stops_cleanly(
     eventually(lambda: upstream.streams_started == 1, "an open stream")
     proxy.stop(signal.SIGTERM)
     assert proxy.popen.returncode == 0
+
+
+SDK_TOKEN = "streaming-sdk-token"
+
+
+def scraped(proxy: ProxyUnderTest, name: str, labels: dict[str, str] | None = None) -> float:
+    """One sample of the proxy's Prometheus scrape, read with prometheus_client's parser (0 if absent)."""
+    status, _, body = proxy.get("/proxy/internal-backstage/prometheus")
+    assert status == 200, body
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(body.decode())
+        for sample in family.samples
+        if sample.name == name and (labels is None or sample.labels == labels)
+    )
+
+
+def test_a_patched_change_keeps_the_cache_unless_answers_change_and_reaches_body_and_backup(
+    upstream: StreamingStub, proxy_factory: Callable[..., ProxyUnderTest], base_env: dict[str, str]
+) -> None:
+    """One worker patches each streamed change into the engine it serves (flagproxy/instance/patcher.py):
+    an edit no answer reads keeps the cached answers, a switch does not; /proxy/client/features and its
+    ETag, and the backup file, follow both."""
+    upstream.payload = {"version": 2, "features": [flag("a"), flag("b")], "segments": []}
+    proxy = proxy_factory(
+        streaming=True,
+        refresh_interval=60_000,
+        enable_prometheus=True,
+        exp_server_side_sdk_config_tokens=[SDK_TOKEN],
+    )
+    context = {"context": {"userId": "patched"}}
+
+    def answer() -> bytes:
+        status, _, body = proxy.post("/proxy", context, key=KEY)
+        assert status == 200, body
+        return body
+
+    def features() -> tuple[dict[str, Any], str]:
+        status, headers, body = proxy.get("/proxy/client/features", key=SDK_TOKEN)
+        assert status == 200, body
+        return json.loads(body), headers["etag"]
+
+    def backup() -> dict[str, Any]:
+        [path] = glob.glob(os.path.join(base_env["TMPDIR"], "flagproxy-backup-*.json"))
+        return json.loads(Path(path).read_text())["features"]
+
+    first = [answer() for _ in range(3)]  # the third is a cache hit
+    hits = scraped(proxy, "flagproxy_response_cache_hits_total")
+    assert hits >= 1 and len(set(first)) == 1
+    _, etag = features()
+    described = {**flag("a"), "description": "edited"}
+    upstream.push(sse("unleash-updated", {"events": [{"eventId": 2, "type": "feature-updated",
+                                                     "feature": described}]}, 2))  # fmt: skip
+    eventually(lambda: features()[0]["features"][0].get("description") == "edited", "the edit in the body")
+    assert features()[1] != etag
+    assert answer() == first[0]
+    assert scraped(proxy, "flagproxy_response_cache_hits_total") == hits + 1  # still cached
+    eventually(lambda: backup()["features"][0].get("description") == "edited", "the edit in the backup")
+    upstream.push(sse("unleash-updated", {"events": [{"eventId": 3, "type": "feature-updated",
+                                                     "feature": flag("b", enabled=False)}]}, 3))  # fmt: skip
+    eventually(lambda: [t["name"] for t in json.loads(answer())["toggles"]] == ["a"], "b switched off")
+    assert scraped(proxy, "flagproxy_upstream_stream_changes_total", {"applied": "patched"}) == 2
+    document, _ = features()
+    assert document == {**upstream.payload, "features": [described, flag("b", enabled=False)]}
+    eventually(lambda: backup() == document, "the switch in the backup")
