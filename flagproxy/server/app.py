@@ -13,6 +13,7 @@ from flagproxy import __version__
 from flagproxy.http.request import Request
 from flagproxy.http.serving import guard_worker_signals
 from flagproxy.server.auth import authenticate
+from flagproxy.server.auto_methods import add_head_and_options
 from flagproxy.server.client_features import PayloadCache
 from flagproxy.server.console import blueprints as console_blueprints
 from flagproxy.server.console.render import use_console_templates
@@ -101,6 +102,7 @@ def create_app(
     for blueprint in [*blueprints(), *console_blueprints()]:
         app.blueprint(blueprint)
     _check_every_admin_route_has_a_permission(app)
+    add_head_and_options(app)
 
     @app.before_server_start
     async def open_database(app: ServerApp) -> None:
