@@ -1,10 +1,10 @@
 """Fixtures for tests through real sockets: see loopback.py and processes.py for the servers they start.
 
 A proxy under test is a real `flagproxy proxy` process configured through its environment
-(processes.ProxyUnderTest): `proxy` and `shared_proxy(**options)` are one process per configuration for the
-whole session, against one read-only stub upstream serving the sample features (for tests that neither
-change the upstream nor read what it received); `proxy_serving(document, **options)` is the same for a
-document of the test's own (one stub and one process per document and configuration);
+(processes.ProxyUnderTest): `proxy` and `shared_proxy(**options)` are one process per configuration for
+the tests of this directory, against one read-only stub upstream serving the sample features (for tests
+that neither change the upstream nor read what it received); `proxy_serving(document, **options)` is the
+same for a document of the test's own (one stub and one process per document and configuration);
 `proxy_factory(**options)` starts one for the test, against the test's own `upstream` stub. Options an
 operator cannot give a process (a logger or storage object) are tested through a program that embeds the
 app (`embedded`, embedded.py).
@@ -45,6 +45,10 @@ DEFAULTS: dict[str, Any] = {
     "metrics_interval": 0,
     "service_instance_id": "test-instance",
 }
+# A shared process reads an upstream that never changes, and lives to the end of the session: polling it
+# every 100 ms would cost each about 2 % of a core (the proxy and the stub's loop in pytest together) for
+# the rest of the run, so it polls once a minute; a test that needs polls starts its own (proxy_factory).
+SHARED = {**DEFAULTS, "refresh_interval": 60_000}
 
 
 @pytest.fixture
@@ -87,25 +91,44 @@ def shared_upstream(loop_thread: LoopThread) -> Iterator[StubUpstream]:
     stub.stop()
 
 
+# The shared processes by configuration, with the stub each reads when it is its own. They are stopped as
+# soon as the run leaves tests/http (pytest_runtest_teardown below), not at the end of the session: a few
+# dozen idle proxies (about 60 MB each) beside the later directories' servers only slow those down. A test
+# of tests/http that runs after that (a run in another order) starts them again.
+_RUNNING: dict[str, tuple[StubUpstream | None, ProxyUnderTest]] = {}
+HERE = Path(__file__).parent
+
+
+def _stop_shared() -> None:
+    for stub, process in _RUNNING.values():
+        process.stop()
+        if stub is not None:
+            stub.stop()
+    _RUNNING.clear()
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    if nextitem is None or Path(nextitem.path).parent != HERE:
+        _stop_shared()
+
+
 @pytest.fixture(scope="session")
 def shared_proxy(
     shared_upstream: StubUpstream, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Callable[..., ProxyUnderTest]]:
-    """One real proxy process per configuration for the whole session, against `shared_upstream`."""
-    running: dict[str, ProxyUnderTest] = {}
+    """One real proxy process per configuration for the tests of tests/http, against `shared_upstream`."""
 
     def get(**options: Any) -> ProxyUnderTest:
-        configuration = {"service_url": shared_upstream.url, **DEFAULTS, **options}
-        key = json.dumps(configuration, sort_keys=True)
-        if key not in running:
+        configuration = {"service_url": shared_upstream.url, **SHARED, **options}
+        key = json.dumps(["shared", configuration], sort_keys=True)
+        if key not in _RUNNING:
             env = process_env(tmp_path_factory.mktemp("shared-proxy"))
-            running[key] = process = ProxyUnderTest(configuration, shared_upstream, env)
-            process.wait_ready()
-        return running[key]
+            _RUNNING[key] = (None, ProxyUnderTest(configuration, shared_upstream, env))
+            _RUNNING[key][1].wait_ready()
+        return _RUNNING[key][1]
 
     yield get
-    for process in running.values():
-        process.stop()
+    _stop_shared()
 
 
 @pytest.fixture(scope="session")
@@ -113,24 +136,20 @@ def proxy_serving(
     loop_thread: LoopThread, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Callable[..., ProxyUnderTest]]:
     """`proxy_serving(document, **options)`: one real proxy process per features document and configuration
-    for the whole session, each against a stub of its own serving that document. Neither may be changed:
-    a test that changes the upstream, or reads what it received, starts its own (proxy_factory)."""
-    running: dict[str, tuple[StubUpstream, ProxyUnderTest]] = {}
+    for the tests of tests/http, each against a stub of its own serving that document. Neither may be
+    changed: a test that changes the upstream, or reads what it received, starts its own (proxy_factory)."""
 
     def get(document: dict[str, Any], **options: Any) -> ProxyUnderTest:
-        key = json.dumps([document, options], sort_keys=True)
-        if key not in running:
+        key = json.dumps(["serving", document, options], sort_keys=True)
+        if key not in _RUNNING:
             stub = StubUpstream(loop_thread, json.loads(json.dumps(document)))
             env = process_env(tmp_path_factory.mktemp("proxy-serving"))
-            process = ProxyUnderTest({"service_url": stub.url, **DEFAULTS, **options}, stub, env)
-            running[key] = (stub, process)
-            process.wait_ready()
-        return running[key][1]
+            _RUNNING[key] = (stub, ProxyUnderTest({"service_url": stub.url, **SHARED, **options}, stub, env))
+            _RUNNING[key][1].wait_ready()
+        return _RUNNING[key][1]
 
     yield get
-    for stub, process in running.values():
-        process.stop()
-        stub.stop()
+    _stop_shared()
 
 
 @pytest.fixture

@@ -160,8 +160,8 @@ def test_forced_environment_and_app_name(recorded):
     assert "c-app-env" in {t["name"] for t in proxy.toggles("/proxy?environment=staging")}
 
 
-def test_without_forced_environment_the_caller_decides(proxy_factory):
-    proxy = proxy_factory(service_app_name="my-app")
+def test_without_forced_environment_the_caller_decides(shared_proxy):
+    proxy = shared_proxy(service_app_name="my-app")
     assert "c-app-env" in {t["name"] for t in proxy.toggles("/proxy?environment=production")}
     assert "c-app-env" not in {t["name"] for t in proxy.toggles("/proxy")}
 
@@ -217,8 +217,8 @@ def test_default_preflight_on_any_path(proxy):
         assert headers["vary"] == "Access-Control-Request-Headers"
 
 
-def test_origin_list_with_credentials(proxy_factory):
-    proxy = proxy_factory(
+def test_origin_list_with_credentials(shared_proxy):
+    proxy = shared_proxy(
         cors_origin="https://a.example, https://b.example",
         cors_credentials=True,
         cors_max_age=600,
@@ -245,8 +245,8 @@ def test_origin_list_with_credentials(proxy_factory):
     assert status == 204 and "access-control-allow-origin" not in headers
 
 
-def test_single_origin_fixed_headers_and_status(proxy_factory):
-    proxy = proxy_factory(
+def test_single_origin_fixed_headers_and_status(shared_proxy):
+    proxy = shared_proxy(
         cors_origin="https://only.example",
         cors_allowed_headers="authorization, content-type",
         cors_methods="GET",
@@ -265,8 +265,8 @@ def test_single_origin_fixed_headers_and_status(proxy_factory):
     assert headers["vary"] == "Origin"
 
 
-def test_preflight_continue(proxy_factory):
-    proxy = proxy_factory(cors_preflight_continue=True)
+def test_preflight_continue(shared_proxy):
+    proxy = shared_proxy(cors_preflight_continue=True)
     status, headers, body = proxy.request("OPTIONS", "/proxy", headers={"Origin": "https://x.example"})
     assert (status, body, headers["allow"]) == (200, b"GET,HEAD,POST", "GET,HEAD,POST")
     assert headers["access-control-allow-origin"] == "*"

@@ -36,8 +36,8 @@ REGISTER = {
 
 
 @pytest.mark.parametrize("key", [None, "nope", "Bearer proxy-secret", "server-token", ""])
-def test_missing_or_wrong_key_is_401(proxy_factory, key):
-    proxy = proxy_factory(exp_server_side_sdk_config_tokens=["server-token"])
+def test_missing_or_wrong_key_is_401(shared_proxy, key):
+    proxy = shared_proxy(exp_server_side_sdk_config_tokens=["server-token"])
     status, headers, body = proxy.get("/proxy", key=key)
     assert (status, body) == (401, b"Unauthorized")
     assert headers["content-type"] == "text/plain; charset=utf-8"
@@ -48,14 +48,14 @@ def test_every_configured_key_works(proxy):
     assert proxy.get("/proxy", key="another-secret")[0] == 200
 
 
-def test_custom_key_header(proxy_factory):
-    proxy = proxy_factory(client_keys_header_name="X-Client-Key")
+def test_custom_key_header(shared_proxy):
+    proxy = shared_proxy(client_keys_header_name="X-Client-Key")
     assert proxy.get("/proxy", headers={"X-Client-Key": KEY})[0] == 200
     assert proxy.get("/proxy", headers={"Authorization": KEY})[0] == 401
 
 
-def test_deprecated_proxy_secrets(proxy_factory):
-    proxy = proxy_factory(client_keys=None, proxy_secrets=["old-secret"])
+def test_deprecated_proxy_secrets(shared_proxy):
+    proxy = shared_proxy(client_keys=None, proxy_secrets=["old-secret"])
     assert proxy.get("/proxy", key="old-secret")[0] == 200
     assert proxy.get("/proxy", key=KEY)[0] == 401
 
@@ -249,8 +249,8 @@ def test_unknown_routes_get_the_express_404_page(proxy, method, path):
         assert len(body) == 139  # byte-identical to Express's page
 
 
-def test_base_path(proxy_factory):
-    proxy = proxy_factory(proxy_base_path=" base/path/ ", enable_oas=True)
+def test_base_path(shared_proxy):
+    proxy = shared_proxy(proxy_base_path=" base/path/ ", enable_oas=True)
     status, headers, body = proxy.get("/base/path/proxy?userId=u1&sessionId=s1", key=KEY)
     assert status == 200
     assert_node_body(headers, body, 'W/"876-gEN+QlEcLKfCqM0uTN6Nv+KrNKI"')
@@ -261,8 +261,8 @@ def test_base_path(proxy_factory):
     assert proxy.get("/docs/openapi.json")[0] == 404
 
 
-def test_openapi_document_and_offline_page(proxy_factory):
-    proxy = proxy_factory(enable_oas=True, client_keys_header_name="X-Key")
+def test_openapi_document_and_offline_page(shared_proxy):
+    proxy = shared_proxy(enable_oas=True, client_keys_header_name="X-Key")
     status, headers, body = proxy.get("/docs/openapi.json")
     assert status == 200
     assert "access-control-allow-origin" not in headers  # mounted before CORS, as in the Node proxy

@@ -12,8 +12,8 @@ from tests.http.test_prometheus import requests_of
 from tests.http.test_workers import wait_until
 
 
-def test_the_page_is_open_and_holds_no_flag_names(proxy_factory):
-    proxy = proxy_factory()
+def test_the_page_is_open_and_holds_no_flag_names(shared_proxy):
+    proxy = shared_proxy()
     status, headers, body = proxy.get("/proxy/status")
     assert status == 200
     assert headers["content-type"] == "text/html; charset=utf-8"
@@ -22,8 +22,8 @@ def test_the_page_is_open_and_holds_no_flag_names(proxy_factory):
     assert not any(feature["name"].encode() in body for feature in SAMPLE["features"])
 
 
-def test_the_data_needs_a_client_key(proxy_factory):
-    proxy = proxy_factory()
+def test_the_data_needs_a_client_key(shared_proxy):
+    proxy = shared_proxy()
     assert proxy.get("/proxy/status.json")[0] == 401
     assert proxy.get("/proxy/status.json", key="wrong")[0] == 401
 
@@ -64,8 +64,8 @@ def test_a_failing_upstream_shows_its_error(proxy_factory, upstream):
     assert error().startswith("status: ")
 
 
-def test_enable_status_page_false_removes_both(proxy_factory):
-    proxy = proxy_factory(enable_status_page=False)
+def test_enable_status_page_false_removes_both(shared_proxy):
+    proxy = shared_proxy(enable_status_page=False)
     assert proxy.get("/proxy/status")[0] == 404
     assert proxy.get("/proxy/status.json", key=KEY)[0] == 404
 
@@ -77,8 +77,8 @@ def test_the_upstream_url_is_shown_without_user_password_or_query():
     assert public_url("http://[::1]:4242/api/") == "http://[::1]:4242/api/"
 
 
-def test_the_page_sends_the_key_in_the_configured_header_under_the_base_path(proxy_factory):
-    proxy = proxy_factory(client_keys_header_name="X-Flag-Key", proxy_base_path="/flags")
+def test_the_page_sends_the_key_in_the_configured_header_under_the_base_path(shared_proxy):
+    proxy = shared_proxy(client_keys_header_name="X-Flag-Key", proxy_base_path="/flags")
     status, _, body = proxy.get("/flags/proxy/status")
     assert status == 200
     assert b'<meta name="flagproxy-key-header" content="x-flag-key">' in body
@@ -88,8 +88,8 @@ def test_the_page_sends_the_key_in_the_configured_header_under_the_base_path(pro
     assert proxy.get("/flags/proxy/status.json", headers={"Authorization": KEY})[0] == 401
 
 
-def test_without_prometheus_the_data_says_so_and_tells_the_rest(proxy_factory):
-    proxy = proxy_factory(enable_prometheus=False)
+def test_without_prometheus_the_data_says_so_and_tells_the_rest(shared_proxy):
+    proxy = shared_proxy(enable_prometheus=False)
     data = json.loads(proxy.get("/proxy/status.json", key=KEY)[2])
     assert data["requests_total"] is None and data["usage"] is None  # the page shows "off"
     assert data["ready"] is True and data["flags"] == sorted(f["name"] for f in SAMPLE["features"])

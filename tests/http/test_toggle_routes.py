@@ -219,8 +219,8 @@ def test_post_without_toggles_lists_enabled_toggles(proxy):
 
 
 @pytest.mark.parametrize("path", ["/proxy", "/proxy/all"])
-def test_post_answers_carry_every_header_spec_md_lists(proxy_factory, path):
-    proxy = proxy_factory(enable_all_endpoint=True)
+def test_post_answers_carry_every_header_spec_md_lists(shared_proxy, path):
+    proxy = shared_proxy(enable_all_endpoint=True)
     ask = {"toggles": ["default-on"], "context": {"userId": "u1"}}
     status, headers, body = proxy.post(path, ask, key=KEY, headers={"Origin": "https://app.example"})
     assert status == 200
@@ -359,8 +359,8 @@ def test_all_endpoint_disabled_checks_input_first_as_the_node_proxy(proxy):
     assert proxy.post("/proxy/all/client/metrics", {}, key=KEY)[0] == 400  # a route of its own, not /all
 
 
-def test_all_endpoint_lists_disabled_toggles(proxy_factory):
-    proxy = proxy_factory(enable_all_endpoint=True)
+def test_all_endpoint_lists_disabled_toggles(shared_proxy):
+    proxy = shared_proxy(enable_all_endpoint=True)
     status, headers, body = proxy.get("/proxy/all?userId=u1&sessionId=s1&properties[region]=eu", key=KEY)
     assert status == 200
     assert_node_body(headers, body, 'W/"1127-66VT1Ggnc6N/ykERJHS8CDb8zCg"')
