@@ -119,7 +119,7 @@ class EdgeCollector:
             updated.add_metric([scope[0], ",".join(scope[1])], served.store.last_update_ms)
         yield updated
         yield CounterMetricFamily(
-            "edge_metrics_batches_sent",
+            "edge_usage_batches_sent",
             "Bulk usage batches the upstream took.",
             value=leader.get("batchesSent", 0),
         )

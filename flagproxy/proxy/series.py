@@ -30,7 +30,7 @@ CACHE_HITS = (
     "flagproxy_response_cache_hits",
     "Toggle answers sent from a worker's response cache, without evaluating.",
 )
-METRICS_BATCHES = ("flagproxy_metrics_batches", "Usage metrics batches posted upstream, by result.")
+USAGE_BATCHES = ("flagproxy_usage_batches", "Usage batches (client metrics) posted upstream, by result.")
 LAST_SUCCESS = (
     "flagproxy_upstream_last_success_timestamp_seconds",
     "When the upstream last answered a feature fetch (200 or 304), Unix time.",
@@ -236,7 +236,7 @@ class SyncSeries:
         self._write()
 
     def usage_sent(self, ok: bool) -> None:
-        self._count(METRICS_BATCHES, "result", "sent" if ok else "failed")
+        self._count(USAGE_BATCHES, "result", "sent" if ok else "failed")
         self._write()
 
     def _write(self) -> None:

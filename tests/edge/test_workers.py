@@ -176,6 +176,9 @@ def test_usage_from_every_worker_arrives_once(running, stub):
     # Only the leader posts: with a 1 s interval, a handful of batches, not one per worker and interval.
     tokens = {post["token"] for post in stub.received("/api/client/metrics/bulk")}
     assert tokens == {CLIENT}
+    scraped = ask(running, "GET", "/internal-backstage/metrics", "")[2].decode()
+    (sample,) = [line for line in scraped.splitlines() if line.startswith("edge_usage_batches_sent_total ")]
+    assert 1 <= float(sample.split()[1]) <= len(stub.received("/api/client/metrics/bulk"))
 
 
 @pytest.fixture

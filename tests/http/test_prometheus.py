@@ -83,7 +83,7 @@ def test_two_workers_add_up_and_every_series_is_there(launch, upstream: StubUpst
 
     # Metrics batches are counted by the main process (the sync), in the same sums.
     wait_until(
-        lambda: value(scrape(process.port)[1], "flagproxy_metrics_batches_total", result="sent") >= 1,
+        lambda: value(scrape(process.port)[1], "flagproxy_usage_batches_total", result="sent") >= 1,
         10,
         "no metrics batch was counted",
     )
@@ -189,12 +189,12 @@ def test_enable_prometheus_false_serves_the_node_series_only(launch, upstream: S
     assert not [name for name in os.listdir(folder) if name.startswith("histogram_")]  # no request series
 
 
-def test_metrics_batches_sent_and_failed(proxy_factory, upstream: StubUpstream):
+def test_usage_batches_sent_and_failed(proxy_factory, upstream: StubUpstream):
     proxy = proxy_factory(metrics_interval=100)
     named = {"toggles": ["default-on"], "context": {"userId": "u"}}
 
     def batches(result: str) -> float:
-        return value(scrape(proxy.port)[1], "flagproxy_metrics_batches_total", result=result)
+        return value(scrape(proxy.port)[1], "flagproxy_usage_batches_total", result=result)
 
     assert proxy.post("/proxy", named, key=KEY)[0] == 200
     wait_until(lambda: batches("sent") >= 1, 10, "no batch counted as sent")
