@@ -437,16 +437,15 @@ ctypedef struct Walk:
 ctypedef struct Quick:
     # A walked flag whose plan leaves it one strategy, whose constraints the plan key has decided hold: a
     # default-stickiness flexibleRollout (or one that surely holds, when only its variant is left to pick).
-    # What the walk reads of it (the rollout's hash prefix, the percentage, the answer's fragment) is
-    # copied here, in walk order, so a request reads one record per such flag instead of the flag's,
-    # the strategy's and the fragment's rows spread over tables that do not fit in the CPU's caches.
+    # What the walk reads of it is here, in walk order, so a request reads one 32-byte record per such flag
+    # instead of the flag's and the strategy's rows, spread over tables that do not fit in the CPU's caches.
     HashPrefix prefix  # the rollout's group ("<groupId>:" or "<flag name>:")
-    uint32_t percentage
-    uint8_t always  # the strategy holds whatever the identifier (a default strategy, a constant on)
-    int32_t list  # the variant list to pick from when it holds, -1: none (the answer is `on`)
+    int32_t list  # the variant list to pick from when it holds, -1: none (the answer is outcome 0)
     int32_t fragments  # the flag's Flag.fragments and Flag.disabled
     int32_t disabled
-    Fragment on  # the flag's no-variant fragment
+    uint8_t percentage
+    uint8_t always  # the strategy holds whatever the identifier (a default strategy, a constant on)
+    uint8_t hashed_variants  # the list picks by the default stickiness's hash alone (no overrides, weight)
 
 
 @cython.final
@@ -1710,9 +1709,11 @@ cdef class Engine:
         cdef Fragment* parts = <Fragment*>malloc((n if n > 0 else 1) * sizeof(Fragment))
         cdef Py_ssize_t count = 0, i, walked = 0
         cdef int32_t step, found, variant
+        cdef uint32_t target, cumulative
         cdef const Flag* flag
         cdef const Walk* walk
         cdef const Quick* quick
+        cdef const VariantList* vl
         cdef const SplitIdentifier* split = NULL
         cdef int split_known = 0  # 1: `split` is this request's default_split() (made at the first use)
         if parts == NULL:
@@ -1739,11 +1740,24 @@ cdef class Engine:
                             split_known = 1
                         if quick.always or split != NULL:
                             if quick.always or _split_hash(&quick.prefix, split) % ROLLOUT_MODULUS + 1 <= quick.percentage:
-                                if quick.list < 0:
-                                    count = _add_part(parts, count, &quick.on)
-                                    continue
-                                variant = self._pick_variant(quick.list, ev)
-                                found = 0 if variant < 0 else self._variants[variant].outcome
+                                found = 0
+                                if quick.list >= 0:
+                                    if quick.hashed_variants and not split_known:
+                                        split = ev.default_split()
+                                        split_known = 1
+                                    if quick.hashed_variants and split != NULL:
+                                        # _pick_variant's default-stickiness pick, without its call and checks
+                                        vl = &self._lists[quick.list]
+                                        target = _split_hash(&vl.group, split) % vl.total + 1
+                                        cumulative = 0
+                                        for variant in range(vl.variants, vl.variants + vl.n_variants):
+                                            cumulative += self._variants[variant].weight
+                                            if cumulative >= target:
+                                                found = self._variants[variant].outcome
+                                                break
+                                    else:
+                                        variant = self._pick_variant(quick.list, ev)
+                                        found = 0 if variant < 0 else self._variants[variant].outcome
                                 count = _add_part(parts, count, &self._fragments[quick.fragments + found])
                             elif include_disabled:
                                 count = _add_part(parts, count, &self._fragments[quick.disabled])
@@ -1945,9 +1959,11 @@ cdef class Engine:
         """Whether the flag's one candidate `code` (see _plan_candidates) makes a Quick record, written to
         `out`: its constraints all plan constraints that hold (code < 0), and either a flexibleRollout of
         default stickiness (the walk hashes the request's split identifier, as _condition_holds does) or
-        a strategy that surely holds (a default, a constant on: only the variant is left to pick). A
-        variant list qualifies when _pick_variant needs nothing the record does not name (it is called)."""
+        a strategy that surely holds (a default, a constant on: only the variant is left to pick). A list
+        picked by the default stickiness's hash alone (no overrides, some weight) is marked so: the walk
+        picks from it inline, as _pick_variant does; any other list is left to _pick_variant."""
         cdef const Strategy* s
+        cdef const VariantList* vl
         cdef int32_t i
         if code >= 0 or not flag.has_strategies:
             return False
@@ -1956,15 +1972,17 @@ cdef class Engine:
         memset(out, 0, sizeof(Quick))
         if s.kind == STRATEGY_DEFAULT or (s.kind == STRATEGY_CONSTANT and s.constant):
             out.always = 1
-        elif s.kind == STRATEGY_FLEXIBLE_ROLLOUT and s.stickiness == STICK_DEFAULT:
+        elif s.kind == STRATEGY_FLEXIBLE_ROLLOUT and s.stickiness == STICK_DEFAULT and 0 <= s.percentage <= 100:
             out.prefix = s.group if s.has_group else flag.rollout
-            out.percentage = <uint32_t>s.percentage
+            out.percentage = <uint8_t>s.percentage
         else:
             return False
         out.list = self._variant_list(flag, i)
+        if out.list >= 0:
+            vl = &self._lists[out.list]
+            out.hashed_variants = vl.stickiness == STICK_DEFAULT and not vl.has_overrides and vl.total != 0
         out.fragments = flag.fragments
         out.disabled = flag.disabled
-        out.on = self._fragments[flag.fragments]
         return True
 
     cdef inline int32_t _planned_outcome(
