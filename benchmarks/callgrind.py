@@ -200,14 +200,10 @@ def send(
     target = scenario.path if path is None else path
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     for i in range(first, first + n):
-        if workload.unique is not None:
-            prefixes, suffixes = workload.unique
-            k = i % len(prefixes)
-            query, body = "", prefixes[k] + f"u-{i}".encode() + suffixes[k]
-        else:
-            request = workload.requests[i % len(workload.requests)]
-            query, body = request.query, request.body
-        connection.request(scenario.method, target + query, body=body, headers=workload.headers)
+        request = workload.nth(i)
+        connection.request(
+            scenario.method, target + request.query, body=request.body, headers=workload.headers
+        )
         response = connection.getresponse()
         response.read()
         if response.status != scenario.expected_status:

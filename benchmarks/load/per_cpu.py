@@ -18,6 +18,11 @@ ratios (and their range), which cancels most of the shared machine's drift. Requ
 not depend on how much of the two cores the scheduler gave the server, only on what a request costs it,
 so it is the figure to go by on a busy machine; req/s is printed beside it.
 
+Then, for `post-unique`, the latency condition: the proxy and the ceiling are loaded at the same fixed
+request rate (benchmarks/load/fixed_rate.py, an open-loop client: `--p99-rate`, by default half the
+proxy's requests per second in its rounds) in alternating runs, and the p99 of each is reported with
+their ratio (issue 25: the proxy's within 1.5x of the ceiling's). `--p99-seconds 0` skips it.
+
 Scenarios (benchmarks/load/scenarios.py): `post-unique` (POST /proxy, a new userId per request: no cache
 can help) and `get-empty` (GET /proxy with no context, answered from the response cache). After the rounds,
 the RSS (VmRSS) of each serving process: with one worker the proxy, the edge and the ceiling are each one
@@ -43,7 +48,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from benchmarks.load import wrk
+from benchmarks.load import fixed_rate, wrk
 from benchmarks.load.edge import edge_scenario, start_edge
 from benchmarks.load.probe import Probe, baseline_route, probe
 from benchmarks.load.processes import QUIET_TIMEOUT, Service, wait_until_quiet
@@ -136,10 +141,74 @@ def paired(
     return pair
 
 
-def run_flags(flags: int, args: argparse.Namespace, options: Options, root: Path) -> tuple[list[Pair], dict]:
+@dataclass
+class Tail:
+    """The proxy's and the ceiling's latency at one fixed request rate (benchmarks/load/fixed_rate.py)."""
+
+    flags: int
+    scenario: str
+    rate: float
+    proxy: fixed_rate.Latencies
+    ceiling: fixed_rate.Latencies
+
+    def ms(self, p: float) -> tuple[float | None, float | None]:
+        """The proxy's and the ceiling's p-th percentile, in ms."""
+        return _ms(self.proxy.percentile(p)), _ms(self.ceiling.percentile(p))
+
+    def ratio(self) -> float | None:
+        mine, theirs = self.proxy.percentile(99), self.ceiling.percentile(99)
+        return round(mine / theirs, 3) if mine and theirs else None
+
+    def failed(self) -> int:
+        return self.proxy.failed + self.ceiling.failed
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "flags": self.flags,
+            "scenario": self.scenario,
+            "rate": round(self.rate),
+            "requests": [len(self.proxy.seconds), len(self.ceiling.seconds)],
+            "p50_ms": list(self.ms(50)),
+            "p99_ms": list(self.ms(99)),
+            "p99_ratio": self.ratio(),
+            "failed": self.failed(),
+        }
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 2)
+
+
+def tail_at_fixed_rate(
+    pair: Pair, targets: tuple[Target, Target], probes: tuple[Probe, Probe], args: argparse.Namespace
+) -> Tail:
+    """The pair's two targets at one rate: `--p99-rate`, or half the first's requests per second."""
+    first_rps = sum(a.requests for a, _ in pair.rounds) / sum(
+        a.requests / a.requests_per_s for a, _ in pair.rounds if a.requests_per_s
+    )
+    rate = args.p99_rate or max(1.0, first_rps / 2)
+    loads = [
+        (t.name, t.service.port, t.path(p.workload.scenario), p.workload)
+        for t, p in zip(targets, probes, strict=True)
+    ]
+    mine, theirs = fixed_rate.measure(loads, rate, args.p99_seconds)
+    tail = Tail(pair.flags, pair.scenario, rate, mine, theirs)
+    (p50, p50_ceiling), (p99, p99_ceiling) = tail.ms(50), tail.ms(99)
+    stderr_log(
+        f"[{pair.flags} flags] {pair.scenario} at {rate:.0f} req/s: p99 {p99} / {p99_ceiling} ms "
+        f"({pair.first} / {pair.second}), ratio {tail.ratio()}; p50 {p50} / {p50_ceiling} ms, "
+        f"failed {tail.failed()}"
+    )
+    return tail
+
+
+def run_flags(
+    flags: int, args: argparse.Namespace, options: Options, root: Path
+) -> tuple[list[Pair], list[Tail], dict]:
     run = RunDirectory(root / f"flags-{flags}")
     services: list[Service] = []
     pairs: list[Pair] = []
+    tails: list[Tail] = []
     rss: dict[str, float | None] = {}
     try:
         stderr_log(f"[{flags} flags] starting upstream, flagproxy proxy --workers 1")
@@ -183,6 +252,9 @@ def run_flags(flags: int, args: argparse.Namespace, options: Options, root: Path
                 pairs.append(
                     paired((proxy, ceiling), (mine, theirs), flags, options, args.rounds, run, settle)
                 )
+                if s.name == "post-unique" and args.p99_seconds > 0:
+                    settle()
+                    tails.append(tail_at_fixed_rate(pairs[-1], (proxy, ceiling), (mine, theirs), args))
         if edge is not None:
             for s in scenarios:
                 on_edge = edge_scenario(s.name)
@@ -219,10 +291,10 @@ def run_flags(flags: int, args: argparse.Namespace, options: Options, root: Path
     finally:
         for service in reversed(services):
             service.stop()
-    return pairs, rss
+    return pairs, tails, rss
 
 
-def markdown(pairs: list[Pair], rss: dict[int, dict[str, float | None]]) -> str:
+def markdown(pairs: list[Pair], tails: list[Tail], rss: dict[int, dict[str, float | None]]) -> str:
     lines = [
         "| flags | scenario | A / B | A req/CPU-s | B req/CPU-s | per CPU-s: median (range) "
         "| A req/s | B req/s | per s: median (range) | errors |",
@@ -238,6 +310,20 @@ def markdown(pairs: list[Pair], rss: dict[int, dict[str, float | None]]) -> str:
             f"| {s['first_req_per_s']:,} | {s['second_req_per_s']:,} | {s['per_s_median']}x "
             f"({s_range[0]}-{s_range[1]}) | {s['errors']} |"
         )
+    if tails:
+        lines += [
+            "",
+            "| flags | scenario | fixed rate req/s | requests (proxy, ceiling) | p50 ms | p99 ms "
+            "| p99 ratio | failed |",
+            "|---:|---|---:|---|---|---|---:|---:|",
+        ]
+        for tail in tails:
+            (p50, p50_ceiling), (p99, p99_ceiling) = tail.ms(50), tail.ms(99)
+            lines.append(
+                f"| {tail.flags} | {tail.scenario} | {tail.rate:,.0f} "
+                f"| {len(tail.proxy.seconds):,}, {len(tail.ceiling.seconds):,} | {p50} / {p50_ceiling} "
+                f"| {p99} / {p99_ceiling} | **{tail.ratio()}x** | {tail.failed()} |"
+            )
     lines += ["", "| flags | serving process | RSS MiB |", "|---:|---|---:|"]
     for flags, found in rss.items():
         for name, mib in found.items():
@@ -276,12 +362,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=2, help="seconds of wrk on each target first (2)")
     parser.add_argument("--threads", type=int, default=2, help="wrk threads (2)")
     parser.add_argument("--connections", type=int, default=50, help="wrk connections (50)")
+    parser.add_argument(
+        "--p99-rate",
+        type=float,
+        default=0.0,
+        help="requests a second of the fixed-rate latency runs (default: half the proxy's req/s)",
+    )
+    parser.add_argument(
+        "--p99-seconds", type=float, default=5.0, help="seconds of each fixed-rate run, two each (5; 0: none)"
+    )
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     parser.add_argument("--keep", action="store_true", help="keep the run's directory")
-    parser.add_argument("--smoke", action="store_true", help="50 flags, 2 rounds of 1 s: CI's check")
+    parser.add_argument(
+        "--smoke", action="store_true", help="50 flags, 2 rounds of 1 s, fixed-rate runs of 1 s: CI's check"
+    )
     args = parser.parse_args(argv)
     if args.smoke:
         args.flags, args.edge_flags, args.rounds, args.round_seconds, args.warmup = "50", "50", 2, 1, 0
+        args.p99_seconds = min(args.p99_seconds, 1.0)
     try:
         flags = [int(f) for f in args.flags.split(",") if f.strip()]
         args.edge_flags = {int(f) for f in args.edge_flags.split(",") if f.strip()}
@@ -309,20 +407,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     root = Path(tempfile.mkdtemp(prefix="flagproxy-per-cpu-"))
     pairs: list[Pair] = []
+    tails: list[Tail] = []
     rss: dict[int, dict[str, float | None]] = {}
     for count in flags:
-        found, rss[count] = run_flags(count, args, options, root / str(count))
+        found, tailed, rss[count] = run_flags(count, args, options, root / str(count))
         pairs += found
-    print(markdown(pairs, rss))
+        tails += tailed
+    print(markdown(pairs, tails, rss))
     if args.json:
         document = {
             "pairs": [
                 {**p.summary(), "rounds": [[asdict(a), asdict(b)] for a, b in p.rounds]} for p in pairs
             ],
+            "fixed_rate": [t.summary() for t in tails],
             "rss_mib": rss,
         }
         args.json.write_text(json.dumps(document, indent=2) + "\n")
-    failed = any(p.summary()["errors"] for p in pairs)
+    failed = any(p.summary()["errors"] for p in pairs) or any(t.failed() for t in tails)
     if failed or args.keep:
         stderr_log(f"run directory kept: {root}")
     else:

@@ -62,6 +62,15 @@ class Workload:
     unique: tuple[list[bytes], list[bytes]] | None = None
     headers: dict[str, str] = field(default_factory=dict)
 
+    def nth(self, i: int, user_prefix: str = "u-") -> Request:
+        """The i-th request: for a unique workload a new body whose userId is `user_prefix` + i, else the
+        rotating requests in turn."""
+        if self.unique is not None:
+            prefixes, suffixes = self.unique
+            k = i % len(prefixes)
+            return Request("", prefixes[k] + f"{user_prefix}{i}".encode() + suffixes[k])
+        return self.requests[i % len(self.requests)]
+
     def samples(self) -> list[Request]:
         """Distinct requests to probe before the run (every rotating one; a few made-up unique ones)."""
         if self.unique is None:

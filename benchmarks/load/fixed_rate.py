@@ -1,0 +1,119 @@
+"""Latency at a fixed request rate: the p99 of a target's answers when requests leave on a schedule.
+
+wrk is a closed loop (each connection sends its next request when the last answer is in), so a slower
+server is sent fewer requests and its percentiles describe another load than a faster one's; wrk2's
+constant-rate mode is not installed here. This client sends `rate` requests a second on a fixed schedule
+over `connections` keep-alive connections (asyncio streams, one process) and times each request from the
+moment it was due, not from when a connection was free: time spent waiting behind a slow answer counts
+(no coordinated omission). Two targets are loaded at the same rate in alternating runs (A B B A ...), so
+their p99 compare like for like (issue 25: `POST /proxy` p99 within 1.5x of the ceiling's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import secrets
+import time
+from dataclasses import dataclass
+
+from benchmarks.load.scenarios import Workload
+
+
+@dataclass
+class Latencies:
+    """One target's latencies (seconds) over its runs, and its failures (wrong status, dropped connection)."""
+
+    name: str
+    seconds: list[float]
+    failed: int = 0
+
+    def percentile(self, p: float) -> float | None:
+        if not self.seconds:
+            return None
+        ordered = sorted(self.seconds)
+        return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
+
+
+def _requests(workload: Workload, host: str, path: str, count: int) -> list[bytes]:
+    """`count` requests as they go on the wire: a new userId each for a unique workload, else rotated."""
+    scenario = workload.scenario
+    line = f"{scenario.method} {path}"
+    head = f" HTTP/1.1\r\nHost: {host}\r\n" + "".join(
+        f"{name}: {value}\r\n" for name, value in workload.headers.items()
+    )
+    tag = secrets.token_hex(4)
+    out = []
+    for i in range(count):
+        request = workload.nth(i, f"fixed-{tag}-")
+        query, body = request.query, request.body
+        lines = line + query + head
+        if body is not None:
+            lines += f"Content-Length: {len(body)}\r\n"
+        out.append(lines.encode() + b"\r\n" + (body or b""))
+    return out
+
+
+async def _answer(reader: asyncio.StreamReader) -> int:
+    """Reads one answer (Content-Length bodies only, as the targets send); returns its status."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    status = int(head[9:12])
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    await reader.readexactly(length)
+    return status
+
+
+async def _run(
+    port: int, requests: list[bytes], rate: float, connections: int, expected: int, into: Latencies
+) -> None:
+    free: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = asyncio.Queue()
+    for _ in range(connections):
+        free.put_nowait(await asyncio.open_connection("127.0.0.1", port))
+    loop = asyncio.get_running_loop()
+    start = loop.time() + 0.05
+
+    async def one(due: float, request: bytes) -> None:
+        await asyncio.sleep(max(0.0, due - loop.time()))
+        reader, writer = await free.get()
+        try:
+            writer.write(request)
+            status = await _answer(reader)
+        except (OSError, asyncio.IncompleteReadError, ValueError):
+            into.failed += 1
+            free.put_nowait(await asyncio.open_connection("127.0.0.1", port))
+            return
+        into.seconds.append(loop.time() - due)
+        if status != expected:
+            into.failed += 1
+        free.put_nowait((reader, writer))
+
+    await asyncio.gather(*(one(start + i / rate, request) for i, request in enumerate(requests)))
+    while not free.empty():
+        free.get_nowait()[1].close()
+
+
+def measure(
+    targets: list[tuple[str, int, str, Workload]],
+    rate: float,
+    seconds: float,
+    rounds: int = 2,
+    connections: int = 32,
+) -> list[Latencies]:
+    """Each (name, port, path, workload) loaded at `rate` requests a second for `seconds`, `rounds` times,
+    alternating between the targets (A B, B A, ...); the latencies of a target's rounds together."""
+    found = [Latencies(name, []) for name, *_ in targets]
+    count = max(1, round(rate * seconds))
+    for number in range(rounds):
+        order = range(len(targets)) if number % 2 == 0 else reversed(range(len(targets)))
+        for index in order:
+            _name, port, path, workload = targets[index]
+            requests = _requests(workload, f"127.0.0.1:{port}", path, count)
+            asyncio.run(
+                _run(port, requests, rate, connections, workload.scenario.expected_status, found[index])
+            )
+            time.sleep(0.5)
+    return found
