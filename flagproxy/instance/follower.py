@@ -274,26 +274,39 @@ class Follower(InstanceFollower):
         on_orphaned: Callable[[], None] | None = None,
         hand_off_usage: bool = True,
         on_usage: Callable[[Any], None] | None = None,
+        relayed: Any = None,
     ) -> None:
         self.store = store
         self.publication = publication
+        # `--streaming --workers N`: the leader's relayed changes, patched in on each whole revision
+        # (flagproxy/instance/relay.py `RelayedChanges`: `based(published)`, `followed`).
+        self.relayed = relayed
         self.spool = spool
         self.collector = collector
         self.hand_off_usage = hand_off_usage  # off with metrics off: no sender would ever collect them
         self.on_usage = on_usage  # sees each hand-off's counts first (the per-flag Prometheus series)
-        self.document = FollowedDocument(
-            publication,
-            lambda published: install_published(store, published, logger),
-            lambda published: install_published_stepwise(store, published, logger),
-        )
+
+        def whole(published: Published) -> bool:
+            return self._based(install_published(store, published, logger), published)
+
+        async def whole_serving(published: Published) -> bool:
+            return self._based(await install_published_stepwise(store, published, logger), published)
+
+        self.document = FollowedDocument(publication, whole, whole_serving)
+        followed = (self.document,) if relayed is None else (self.document, relayed.followed)
         super().__init__(
-            lambda: (self.document,),
+            lambda: followed,
             self.hand_off_counts,
             logger,
             parent_pid=parent_pid,
             on_orphaned=on_orphaned,
             wake_directory=publication.directory,
         )
+
+    def _based(self, installed: bool, published: Published) -> bool:
+        if installed and self.relayed is not None:
+            self.relayed.based(published)
+        return installed
 
     def hand_off_counts(self) -> None:
         if not self.hand_off_usage and self.on_usage is None:

@@ -17,6 +17,8 @@ tests/demo/test_streaming_upstream.py holds a streaming proxy equal to a polling
 changes). An edit no flag reads (a description) keeps the engine and the response cache; the features body
 and its ETag are new. A change that would outgrow the patched tables, or any hydration, drops the patched
 engine: that state goes the whole way, and is adopted again once served.
+
+With `--workers N` each worker runs one on the changes the leader relays (flagproxy/instance/relay.py).
 """
 
 from __future__ import annotations
@@ -58,10 +60,10 @@ class ServedPatcher:
         self._pending: tuple[DeltaState, int] | None = None  # a state published whole, and its revision
         self._same_answers = False
 
-    def published(self, state: DeltaState) -> None:
-        """`state`, unchanged since, was just published whole (the publication's last revision): adopted
-        once the follower serves that revision."""
-        self._pending = (state, self.publication.revision)
+    def published(self, state: DeltaState, revision: int | None = None) -> None:
+        """`state`, unchanged since, was just published whole (at `revision`, by default the
+        publication's last): adopted once the follower serves that revision."""
+        self._pending = (state, self.publication.revision if revision is None else revision)
 
     def forget(self) -> None:
         """The state changed outside `apply` (applied whole, or replaced by a poll)."""
@@ -95,18 +97,23 @@ class ServedPatcher:
         self._same_answers = not replaced
         return PATCHED
 
-    def serve(self, body_parts: list[bytes | memoryview], events: list[Any]) -> None:
-        """Swap the patched engine in, its features body in `body_parts` (the state's, as after `apply`)."""
+    def serve(
+        self, body_parts: list[bytes | memoryview], events: list[Any], revision: int | None = None
+    ) -> None:
+        """Swap the patched engine in, its features body in `body_parts` (the state's, as after `apply`), at
+        `revision` (by default the publication's next)."""
         current = self.store.current
         # Conservative, as the store's scan of a whole body: once any flag or segment mentions it, it stays
         # until the next whole load.
         reads = current is None or current.reads_remote_address or REMOTE_ADDRESS in orjson.dumps(events)
-        self.publication.revision += 1
+        if revision is None:
+            self.publication.revision += 1
+            revision = self.publication.revision
         self.store.install_patched(
             self.held.engine,
             body_parts,
             "upstream",
-            revision=self.publication.revision,
+            revision=revision,
             reads_remote_address=reads,
             same_answers=self._same_answers,
         )

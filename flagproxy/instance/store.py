@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 
 from flagproxy.compiler.build import evaluation_digest
-from flagproxy.compiler.delta import DeltaState
+from flagproxy.compiler.delta import DeltaState, DocumentEncoder
 from flagproxy.compiler.incremental import IncrementalEngine
 from flagproxy.evaluator import CACHE_NEVER, CACHE_SNAPSHOT
 from flagproxy.http.etag import weak_etag
@@ -53,6 +53,7 @@ __all__ = [
     "CACHE_SNAPSHOT",
     "Compiled",
     "DeltaState",
+    "DocumentEncoder",
     "ImageError",
     "IncrementalEngine",
     "LoadedImage",

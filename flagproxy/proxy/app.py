@@ -47,6 +47,7 @@ from flagproxy.http.trust import remote_address_of
 from flagproxy.instance.follower import Follower
 from flagproxy.instance.leader import Instance, stop_sync
 from flagproxy.instance.patcher import ServedPatcher
+from flagproxy.instance.relay import RelayedChanges
 from flagproxy.instance.response_cache import ResponseCache
 from flagproxy.instance.store import ServedSnapshot, SnapshotStore
 from flagproxy.proxy.auth import KeyRing, accepts_either
@@ -214,6 +215,14 @@ class _ProxyApp:
             on_orphaned=lambda: app.stop(terminate=False),
             hand_off_usage=self.settings.metrics_interval > 0,
             on_usage=self._count_usage if self.settings.enable_prometheus else None,
+            relayed=None
+            if self.runs_sync or not self.settings.streaming
+            else RelayedChanges(
+                self.store,
+                self.instance.directory,
+                custom_strategies=self.settings.custom_strategies,
+                logger=self.logger,
+            ),
         )
         self.follower.load()  # before the first connection: a late worker serves the current revision
         self.following = asyncio.get_running_loop().create_task(self.follower.run())

@@ -106,6 +106,10 @@ class ProxyLeader:
     def __init__(self, settings: ProxySettings, instance: Instance, logger: Any) -> None:
         self.sync = build_sync(settings, instance, logger, log_warnings=False)
         self.instance = instance
+        if self.sync.streamer is not None:  # each streamed change relayed to the workers, not published whole
+            from flagproxy.instance.relay import EventRelay
+
+            self.sync.streamer.patcher = EventRelay(instance.publication)
 
     async def start(self) -> None:
         await self.sync.start()

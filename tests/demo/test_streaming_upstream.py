@@ -57,6 +57,12 @@ class Readers:
         self.proxy = self._started(ProxyProcess(
             self.server.url, 60_000, log_path=str(tmp / "proxy.log"), extra_args=("--streaming", *PROXY_ARGS),
         ).start())  # fmt: skip
+        # Two workers: the leader relays each change's events, each worker patches them in
+        # (flagproxy/instance/relay.py).
+        self.workers = self._started(ProxyProcess(
+            self.server.url, 60_000, log_path=str(tmp / "workers.log"),
+            extra_args=("--streaming", "--workers", "2", *PROXY_ARGS),
+        ).start())  # fmt: skip
         self.edge: EdgeProcess = self._started(
             edge(self.server.url, [CLIENT_TOKEN], "--streaming", "--features-refresh-interval-seconds", "60")
         )
@@ -144,15 +150,18 @@ def test_an_admin_change_shows_up_without_a_poll(readers: Readers) -> None:
     new_flag(api, "streamed-on")
     api.switch("streamed-on", True)
     eventually(lambda: proxy_enabled(readers.proxy, "streamed-on"), "POST /proxy sees the change")
+    eventually(lambda: proxy_enabled(readers.workers, "streamed-on"), "and with two workers")
     eventually(lambda: edge_enabled(readers.edge, "streamed-on"), "edge's /api/frontend sees the change")
     api.switch("streamed-on", False)
     eventually(lambda: not proxy_enabled(readers.proxy, "streamed-on"), "POST /proxy sees it off")
+    eventually(lambda: not proxy_enabled(readers.workers, "streamed-on"), "and with two workers")
     eventually(lambda: not edge_enabled(readers.edge, "streamed-on"), "edge sees it off")
     assert proxy_fetches(readers.proxy) == 0  # every change came by the stream
     assert series(readers.proxy, "flagproxy_upstream_streaming") == 1
     assert series(readers.proxy, "flagproxy_upstream_stream_events_total[('event', 'unleash-updated')]") >= 2
     # ... and was patched into the served engine (flagproxy/instance/patcher.py), not compiled whole again
     assert series(readers.proxy, "flagproxy_upstream_stream_changes_total[('applied', 'patched')]") >= 2
+    assert series(readers.workers, "flagproxy_upstream_stream_changes_total[('applied', 'patched')]") >= 2
 
 
 def test_a_server_restart_misses_nothing(readers: Readers) -> None:
@@ -313,6 +322,7 @@ def test_streamed_state_is_the_full_document(readers: Readers, operations: list[
     # and this fails) ...
     for port, path, token in (
         (readers.proxy.port, "/proxy/client/features", SDK_TOKEN),
+        (readers.workers.port, "/proxy/client/features", SDK_TOKEN),
         (readers.polling.port, "/proxy/client/features", SDK_TOKEN),
         (readers.edge.port, "/api/client/features", CLIENT_TOKEN),
     ):
@@ -320,4 +330,7 @@ def test_streamed_state_is_the_full_document(readers: Readers, operations: list[
     # ... and answers every flag as the proxy that read it whole.
     polled = proxy_answers(readers.polling)
     assert proxy_answers(readers.proxy) == polled
+    # Each request a new connection: either worker answers; one woken a moment later than the other may
+    # still answer the last revision, so this one waits (a wrong patched state never comes right).
+    eventually(lambda: proxy_answers(readers.workers) == polled, "both workers' answers")
     assert edge_answers(readers.edge) == polled
