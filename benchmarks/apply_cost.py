@@ -2,6 +2,7 @@
 
     python -m benchmarks.apply_cost [--flags 5000] [--changes 20]            # as served: patched in
     python -m benchmarks.apply_cost --whole [--flags 5000] [--changes 20]    # published whole (the before)
+    python -m benchmarks.apply_cost --relayed [--flags 5000] [--changes 20]  # --workers N: a worker's loop
     python -m benchmarks.apply_cost --patch [--flags 5000] [--changes 20]
 
 Default: the path `proxy --streaming --workers 1` takes once it serves the engine built from the streamed
@@ -49,6 +50,7 @@ from flagproxy.compiler.incremental import IncrementalEngine
 from flagproxy.instance.compiler import ImageCompiler
 from flagproxy.instance.follower import FollowedDocument, install_published, install_published_stepwise
 from flagproxy.instance.patcher import PATCHED, ServedPatcher
+from flagproxy.instance.relay import EventRelay, RelayedChanges
 from flagproxy.instance.store import ServedSnapshot, SnapshotStore
 from flagproxy.sync.backup import FileStorageProvider, save_document
 from flagproxy.sync.publication import Publication
@@ -185,6 +187,43 @@ async def measure_served(flags: int, changes: int, folder: str) -> Results:
     return {**results, **await _rounds(state, payload, changes, 0.05, patched)}
 
 
+async def measure_relayed(flags: int, changes: int, folder: str) -> Results:
+    """`--workers N`: the leader's EventRelay writes each change to events.json; the time is one worker's
+    loop (RelayedChanges through `follow`: the file read in a thread, then parsed and patched in)."""
+    compiler = ImageCompiler((), _Quiet(), apart=lambda: True)
+    store = SnapshotStore(logger=_Quiet())
+    payload, state, encoder, publication = await _hydrated(flags, folder, store, compiler)
+    compiler.close()
+    relay = EventRelay(publication)
+    relay.published(state)
+    relayed = RelayedChanges(store, folder, logger=_Quiet())
+
+    def whole(published: Any) -> bool:
+        installed = install_published(store, published, _Quiet())
+        relayed.based(published)
+        return installed
+
+    FollowedDocument(publication, whole).load()
+    worker_cpu: list[float] = []
+
+    async def relayed_change(events: list[dict[str, Any]]) -> None:
+        assert relay.apply(state, events) == PATCHED
+        encoder.note(events)
+        relay.serve(encoder.parts(state), events)
+        worker = time.thread_time()
+        assert await relayed.followed.follow()
+        worker_cpu.append(time.thread_time() - worker)
+
+    described = {**payload["features"][0], "x": 1}
+    await relayed_change([{"eventId": 1, "type": "feature-updated", "feature": described}])
+    rounds = await _rounds(state, payload, changes, 0.05, relayed_change)
+    # The worker's share of each change's loop CPU (the leader runs in another process with N workers).
+    for i in range(changes):
+        for k, kind in enumerate(rounds):
+            rounds[kind][i] = (worker_cpu[1 + 2 * i + k], rounds[kind][i][1])
+    return {"first change (parses the base)": [(worker_cpu[0], 0.0)], **rounds}
+
+
 def measure_patch(flags: int, changes: int) -> dict[str, list[float]]:
     """Per change: the patch (apply + compile one flag + Engine.patched) and the body with its ETag."""
     payload = snapshot_payload(flags)
@@ -216,6 +255,7 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=20)
     parser.add_argument("--patch", action="store_true", help="the incremental patch path alone")
     parser.add_argument("--whole", action="store_true", help="each change published whole (the before)")
+    parser.add_argument("--relayed", action="store_true", help="--workers N: leader relays, a worker patches")
     args = parser.parse_args()
     if args.patch:
         print(f"{args.flags} flags, {args.changes} flags switched, patched in (CPU of this thread)")
@@ -224,10 +264,11 @@ def main() -> None:
             print(f"{part:>14}: median {statistics.median(ms):.2f} ms (min {ms[0]:.2f}, max {ms[-1]:.2f})")
         return
     with tempfile.TemporaryDirectory(prefix="apply-cost-") as folder:
-        run = measure if args.whole else measure_served
+        run = measure if args.whole else measure_relayed if args.relayed else measure_served
         results = asyncio.run(run(args.flags, args.changes, folder))
-    path = "published whole" if args.whole else "patched in"
-    print(f"{args.flags} flags, {args.changes} changes of each kind, --workers 1 path on one loop, {path}")
+    path = "--workers 1, published whole" if args.whole else "--workers 1, patched in"
+    path = "--workers N, relayed: a worker's loop" if args.relayed else path
+    print(f"{args.flags} flags, {args.changes} changes of each kind, {path}")
     for kind, runs in results.items():
         cpu = sorted(run[0] * 1000 for run in runs)
         held = sorted(run[1] * 1000 for run in runs)
