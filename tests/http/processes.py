@@ -128,7 +128,10 @@ class ProxyUnderTest(Process, ProxyCalls):
         self, options: dict[str, Any], upstream: StubUpstream | None, base_env: dict[str, str]
     ) -> None:
         self.env = {**base_env, **option_env(options)}
-        self.settings = ProxySettings.load({}, env=self.env)  # what the process reads: the key header's name
+        # What the process reads, used only for where to send requests (the key's header, the base path): the
+        # tests of those two options send literal headers and paths (test_service_routes.py test_base_path,
+        # test_custom_key_header; test_status_data.py), so a misread option cannot pass unseen through this.
+        self.settings = ProxySettings.load({}, env=self.env)
         self.upstream = upstream
         self._start()
 
