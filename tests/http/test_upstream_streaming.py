@@ -16,7 +16,13 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.http.loopback import KEY, SAMPLE, LoopThread
-from tests.http.processes import ProxyUnderTest
+from tests.http.processes import (
+    Process,
+    ProxyUnderTest,
+    ask_worker,
+    listening_workers,
+    wait_until_listening,
+)
 from tests.http.stream_stub import StreamingStub, eventually, sse
 
 STREAMING = "/api/client/streaming"
@@ -217,3 +223,50 @@ def test_a_patched_change_keeps_the_cache_unless_answers_change_and_reaches_body
     document, _ = features()
     assert document == {**upstream.payload, "features": [described, flag("b", enabled=False)]}
     eventually(lambda: backup() == document, "the switch in the backup")
+
+
+def test_with_two_workers_each_patches_the_relayed_changes_and_a_replaced_worker_replays_them(
+    upstream: StreamingStub, launch: Callable[..., Process]
+) -> None:
+    """`--workers 2`: the leader relays each change's events and each worker patches them in
+    (flagproxy/instance/relay.py); a worker killed and replaced reads the whole revision, then replays
+    every relayed change since, so it answers the same bytes as the other from its first request."""
+    upstream.payload = {"version": 2, "features": [flag("a")], "segments": []}
+    process = launch(
+        {
+            "SERVICE_URL": upstream.url,
+            "SERVICE_API_TOKEN": "stub-server-token",
+            "SERVICE_PROXY_CLIENT_KEYS": KEY,
+            "SERVICE_FETCH_INTERVAL": "60000",
+            "SERVICE_METRICS_INTERVAL": "0",
+            "SERVICE_STREAMING": "true",
+        },
+        ["--workers", "2"],
+    )
+    process.wait_ready()
+    wait_until_listening(process, 2)
+
+    def every_worker(accept: Callable[[bytes], bool]) -> set[bytes]:
+        """Each listening worker's body for GET /proxy once `accept(body)` holds for it."""
+        found: dict[int, bytes] = {}
+
+        def one_more() -> bool:
+            status, _, body, worker = ask_worker(process, "GET", "/proxy", {"Authorization": KEY})
+            assert status == 200, body
+            if worker is not None and accept(body):
+                found[worker] = body
+            return set(found) >= listening_workers(process)
+
+        eventually(one_more, "every worker's answer")
+        return {found[worker] for worker in listening_workers(process)}
+
+    for n, name in enumerate(["b", "c", "d"], start=2):
+        upstream.push(sse("unleash-updated", {"events": [{"eventId": n, "type": "feature-updated",
+                                                         "feature": flag(name)}]}, n))  # fmt: skip
+    (both,) = every_worker(lambda body: b'"d"' in body)  # one body, byte for byte, on both workers
+    assert [t["name"] for t in json.loads(both)["toggles"]] == ["a", "b", "c", "d"]
+    assert upstream.received(FEATURES) == []
+    before = listening_workers(process)
+    os.kill(min(before), signal.SIGKILL)
+    eventually(lambda: len(listening_workers(process) - before) == 1, "a replacement worker")
+    assert every_worker(lambda body: True) == {both}
