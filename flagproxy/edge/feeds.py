@@ -133,15 +133,17 @@ class Feeds:
             image = None
         return self._published(feed, payload, image, source, save, self._changes(feed).record(payload))
 
-    async def update(self, feed: Scope, document: bytes) -> bool:
+    async def update(self, feed: Scope, document: bytes, payload: dict[str, Any] | None = None) -> bool:
         """A feed's new document from the upstream (the bytes it sent), as `publish`; once the feed is
         served, compiled apart from a serving loop the leader shares (`compile_apart`). A document of the
         wrong types raises its DocumentError for the feed's poller, which says it once while it lasts.
 
         The leader parses and checks it here too: the feed's delta log and the persistence are made from
         the parsed document (on the serving loop with one worker: what the proxy spares its loop, the edge
-        does not yet)."""
-        payload = read_document(document)
+        does not yet), unless `payload` is that document already (a stream's state, checked as it came:
+        flagproxy/edge/sync.py)."""
+        if payload is None:
+            payload = read_document(document)
         if feed not in self.feeds or self.feeds[feed].stamp() is None:
             return self.publish(feed, payload)  # nothing served from it yet: no one waits
         try:

@@ -72,7 +72,7 @@ class Feed:
         )
         # --streaming: the upstream's event stream for this token, falling back to the poller above.
         self.streamer = (
-            StreamingSync(self.client, self.poller, on_update=self._update, on_checked=self._not_modified,
+            StreamingSync(self.client, self.poller, on_update=self._streamed, on_checked=self._not_modified,
                           logger=logger)
             if settings.streaming
             else None
@@ -84,6 +84,14 @@ class Feed:
     async def _update(self, document: bytes) -> bool:
         self.last_refresh = self.last_check = iso_now()
         return await self.feeds.update(self.scope, document)
+
+    async def _streamed(self, document: bytes) -> bool:
+        """The stream's state, whose bytes `document` are: checked event by event as they came
+        (flagproxy/sync/stream.py), so the feed takes the state's own document instead of parsing and
+        checking 3.7 MB again on the loop (about 80 ms at 5000 flags)."""
+        assert self.streamer is not None
+        self.last_refresh = self.last_check = iso_now()
+        return await self.feeds.update(self.scope, document, self.streamer.state.document())
 
     def _fetched(self, result: Any, accepted: bool) -> None:
         refused = getattr(result, "refused", None)  # a 200 whose document was refused whole
