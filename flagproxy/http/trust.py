@@ -4,6 +4,9 @@ X-Forwarded-For from the peers trusted to set it (TRUST_PROXY / PROXY_TRUSTED_SE
 Same walk as Express's proxy-addr: start at the socket peer; while the current hop is trusted and an
 X-Forwarded-For entry remains, step one entry to the left; the address reached is the client. With
 `trustProxy=true` that is the leftmost entry.
+
+The scheme follows Express's `req.protocol`: the connection's own (https over TLS, else http) unless the
+socket peer is trusted, then the first X-Forwarded-Proto entry. One rule for the proxy, edge and server.
 """
 
 from __future__ import annotations
@@ -58,3 +61,22 @@ def remote_address_of(trust: TrustProxy) -> Callable[[Any], str]:
         return client_address(request.ip, request.headers.get("x-forwarded-for"), trust)
 
     return through_proxies
+
+
+def client_scheme(
+    socket_scheme: str, socket_address: str, forwarded_proto: str | None, trust: TrustProxy
+) -> str:
+    if not forwarded_proto or not trust.trusts(socket_address):
+        return socket_scheme
+    return forwarded_proto.split(",")[0].strip().lower() or socket_scheme
+
+
+def scheme_of(trust: TrustProxy) -> Callable[[Any], str]:
+    """request → the scheme the client used under `trust` (Express's `req.protocol`). Reads the
+    connection itself, never Sanic's own proxy settings (PROXIES_COUNT, FORWARDED_SECRET): a second rule."""
+
+    def scheme(request: Any) -> str:
+        own = "https" if request.conn_info is not None and request.conn_info.ssl else "http"
+        return client_scheme(own, request.ip, request.headers.get("x-forwarded-proto"), trust)
+
+    return scheme

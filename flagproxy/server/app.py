@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from sanic import Sanic
 from sanic.config import Config
@@ -12,6 +14,7 @@ from sanic_ext import Extend
 from flagproxy import __version__
 from flagproxy.http.request import Request
 from flagproxy.http.serving import guard_worker_signals
+from flagproxy.http.trust import remote_address_of, scheme_of
 from flagproxy.server.auth import authenticate
 from flagproxy.server.auto_methods import add_head_and_options
 from flagproxy.server.client_features import PayloadCache
@@ -39,9 +42,26 @@ class ServerContext:
     delta_feed: DeltaFeed | None = None  # new delta events for this process's streams (DELTA_API)
     frontend: FrontendSnapshots = field(default_factory=FrontendSnapshots)
     series: ServerSeries = field(default_factory=ServerSeries)  # /internal-backstage/prometheus
+    # request → the client's address / scheme under TRUST_PROXY (the proxy's and edge's rule, never Sanic's)
+    remote_address: Callable[[Any], str] = field(init=False)
+    scheme: Callable[[Any], str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.remote_address = remote_address_of(self.settings.trust_proxy)
+        self.scheme = scheme_of(self.settings.trust_proxy)
 
 
 ServerApp = Sanic[Config, ServerContext]
+
+
+class ServerRequest(Request):
+    """The server's request: `client_ip`, the host Sanic's access log writes, is the TRUST_PROXY address."""
+
+    __slots__ = ()
+
+    @property
+    def client_ip(self) -> str:
+        return self.app.ctx.remote_address(self)  # type: ignore[no-any-return]
 
 
 def admin_routes(app: Sanic) -> list[tuple[str, str, str]]:
@@ -71,7 +91,7 @@ def create_app(
 ) -> ServerApp:
     """`series_directory`: the Prometheus folder the server's workers share (none: a private one)."""
     context = ServerContext(settings, series=ServerSeries(series_directory))
-    app: ServerApp = Sanic(name, ctx=context, request_class=Request)
+    app: ServerApp = Sanic(name, ctx=context, request_class=ServerRequest)
     app.config.REQUEST_MAX_SIZE = settings.max_request_size
     app.config.KEEP_ALIVE_TIMEOUT = 5
     app.config.FALLBACK_ERROR_FORMAT = "json"

@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from flagproxy.http.command_line import OneLineParser
-from flagproxy.options import ConfigError
+from flagproxy.http.trust import TrustProxy
+from flagproxy.options import ConfigError, parse_trust
 from flagproxy.server.tokens import parse_init_token
 
 DEFAULT_PORT = 4242
@@ -21,6 +22,8 @@ DEFAULT_DATABASE_PATH = "flagproxy.db"
 DEFAULT_MAX_REQUEST_SIZE = 1_048_576  # 1 MiB: the largest metrics batch a busy proxy sends is far smaller
 DEFAULT_DELTA_KEPT_EVENTS = 10_000  # delta events kept for replay (a feature in one environment, a segment)
 DEFAULT_MAX_STREAMS = 1000  # open /api/client/streaming connections per process; beyond: back to polling
+# Sanic's own proxy settings: a second trust rule beside TRUST_PROXY, so setting one stops start-up.
+SANIC_PROXY_SETTINGS = ("SANIC_PROXIES_COUNT", "SANIC_FORWARDED_SECRET", "SANIC_REAL_IP_HEADER")
 
 
 class SettingsError(ConfigError):
@@ -42,6 +45,7 @@ class ServerSettings:
     delta_api: bool = True
     delta_kept_events: int = DEFAULT_DELTA_KEPT_EVENTS
     max_streams: int = DEFAULT_MAX_STREAMS
+    trust_proxy: TrustProxy = field(default_factory=TrustProxy)  # who may set X-Forwarded-For / -Proto
     default_admin_username: str | None = None
     default_admin_password: str | None = field(default=None, repr=False)
     # setting -> how the user wrote it ("--port" or "PORT"), so a message names what they typed
@@ -104,6 +108,13 @@ class ServerSettings:
     ) -> ServerSettings:
         args = (parser or _parser()).parse_args(list(argv))
         written: dict[str, str] = {}
+        for name in SANIC_PROXY_SETTINGS:
+            if env.get(name):
+                raise SettingsError(
+                    f"{name} is no longer read: the server trusts proxies as flagproxy's proxy and edge do. "
+                    "Set TRUST_PROXY to your reverse proxy's address (or CIDR range, or true) and unset "
+                    f"{name} (see docs/server.md)"
+                )
 
         def text(setting: str) -> str | None:
             """The flag's value if given, else the variable's; remembers which one the user wrote."""
@@ -145,6 +156,7 @@ class ServerSettings:
             else _boolean("DELTA_API", env.get("DELTA_API"), True),
             delta_kept_events=integer("delta_kept_events", DEFAULT_DELTA_KEPT_EVENTS),
             max_streams=integer("max_streams", DEFAULT_MAX_STREAMS),
+            trust_proxy=_trust(text("trust_proxy"), written),
             written=written,
         )
 
@@ -157,6 +169,11 @@ def _boolean(name: str, text: str | None, default: bool) -> bool:
     if text.lower() in ("false", "0", "no", "off"):
         return False
     raise SettingsError(f"{name}: must be true or false, got {text!r}")
+
+
+def _trust(text: str | None, written: Mapping[str, str]) -> TrustProxy:
+    """TRUST_PROXY as the proxy reads it (flagproxy/options.py): the one rule for all three services."""
+    return TrustProxy() if text is None else parse_trust(written["trust_proxy"], text)
 
 
 def _token_list(text: str | None) -> tuple[str, ...]:
@@ -174,6 +191,7 @@ _ENV_NAMES = {
     "log_level": "LOG_LEVEL",
     "delta_kept_events": "DELTA_KEPT_EVENTS",
     "max_streams": "MAX_STREAMS",
+    "trust_proxy": "TRUST_PROXY",
 }
 FLAGS = {
     "host": "--host",
@@ -184,6 +202,7 @@ FLAGS = {
     "log_level": "--log-level",
     "delta_kept_events": "--delta-kept-events",
     "max_streams": "--max-streams",
+    "trust_proxy": "--trust-proxy",
 }
 
 
@@ -210,7 +229,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Environment: PORT, HOST, DATABASE_URL, DATABASE_PATH, INIT_ADMIN_API_TOKENS, "
         "INIT_CLIENT_API_TOKENS, INIT_FRONTEND_API_TOKENS, UNLEASH_DEFAULT_ADMIN_USERNAME, "
         "UNLEASH_DEFAULT_ADMIN_PASSWORD, MAX_REQUEST_SIZE, WORKERS, LOG_LEVEL, DELTA_API, DELTA_KEPT_EVENTS, "
-        "MAX_STREAMS (see docs/server.md).",
+        "MAX_STREAMS, TRUST_PROXY (see docs/server.md).",
     )
     parser.add_argument("--host", help="address to listen on (HOST, default 0.0.0.0)")
     parser.add_argument("--port", help=f"port to listen on (PORT, default {DEFAULT_PORT})")
@@ -233,5 +252,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="open streams per process; more are asked to poll instead "
         f"(MAX_STREAMS, default {DEFAULT_MAX_STREAMS})",
+    )
+    parser.add_argument(
+        "--trust-proxy",
+        metavar="TRUST",
+        help="who may set X-Forwarded-For and X-Forwarded-Proto: true, false, or comma-separated "
+        "addresses/CIDR ranges of your reverse proxies, or loopback, linklocal, uniquelocal "
+        "(TRUST_PROXY, default false)",
     )
     return parser

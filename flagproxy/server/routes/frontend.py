@@ -31,7 +31,7 @@ def _evaluate(request: Request, context: dict, include_disabled: bool) -> HTTPRe
     query = ClientQuery(projects=projects, environment=token.environment, inline_segments=False)
     snapshot = request.app.ctx.frontend.get(query, current_payload(request, query))
     context["environment"] = token.environment
-    context.setdefault("remoteAddress", request.remote_addr or request.ip)
+    context.setdefault("remoteAddress", request.app.ctx.remote_address(request))
     body, _ = snapshot.evaluate_all_body(context, include_disabled)
     return HTTPResponse(
         body, headers={"cache-control": "no-cache"}, content_type="application/json; charset=utf-8"

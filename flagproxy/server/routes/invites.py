@@ -32,7 +32,7 @@ MAX_LIFETIME = timedelta(days=31)  # as Unleash: an invite link lasts at most a 
 
 
 def signup_url(request: Request, secret: str) -> str:
-    return f"{request.scheme}://{request.host}/new-user?invite={secret}"
+    return f"{request.app.ctx.scheme(request)}://{request.host}/new-user?invite={secret}"
 
 
 def _invite_json(tx: Tx, row: Row, *, secret: str | None = None, url: str | None = None) -> dict[str, Any]:

@@ -215,7 +215,7 @@ async def login(request: Request, body: LoginBody) -> HTTPResponse:
         # One answer for an unknown user and a wrong password: nothing says which part was wrong.
         raise AuthenticationRequired("The username or password is wrong.")
     response = json_response(people.user_json(row, permissions=permissions))
-    secure = request.scheme == "https"
+    secure = request.app.ctx.scheme(request) == "https"
     max_age = int(SESSION_LIFETIME.total_seconds())
     response.add_cookie(
         SESSION_COOKIE, session_id, httponly=True, samesite="Lax", secure=secure, max_age=max_age
