@@ -2,6 +2,7 @@
 (flagproxy/http/trust.py, Express's `trust proxy`): X-Forwarded-For and X-Forwarded-Proto are ignored by
 default, believed from every peer with `true`, and from the listed addresses or ranges only otherwise.
 Sanic's own proxy settings stop start-up (they were a second rule), and so does a hop count, as on the proxy.
+The same headers from the same peer give the same address on the server, a proxy and edge trusting that peer.
 
 The address is read back through the frontend API: one flag per candidate address, each with the
 `remoteAddress` strategy for that address alone, so the enabled flag names the address the server used.
@@ -19,10 +20,12 @@ import orjson
 import pytest
 
 from tests.demo.processes import PROXY_KEY, ProxyProcess
+from tests.edge.harness import edge
 from tests.http.loopback import fetch
 from tests.server.conftest import BACKENDS
 from tests.server.harness import (
     ADMIN_TOKEN,
+    CLIENT_TOKEN,
     FRONTEND_TOKEN,
     PASSWORD,
     ServerProcess,
@@ -104,19 +107,27 @@ def test_an_address_list_believes_only_the_listed_peers(servers: dict[str, Serve
     assert _server_address(chain, UNTRUSTED) == "198.51.100.9"  # loopback, then 203.0.113.7, both trusted
 
 
-def test_the_server_and_a_proxy_with_the_same_trust_agree(
+def test_the_server_a_proxy_and_edge_with_the_same_trust_agree(
     servers: dict[str, ServerProcess], tmp_path: Path
 ) -> None:
+    """The proxy's --trust-proxy and edge's TRUST_PROXY + PROXY_TRUSTED_SERVERS naming the same peer."""
     server = servers["loopback-one"]
     proxy = ProxyProcess(
         server.url, 60_000, log_path=str(tmp_path / "proxy.log"), extra_args=("--trust-proxy", TRUSTED)
     ).start()
+    edge_process = edge(
+        server.url, [CLIENT_TOKEN], env={"TRUST_PROXY": "true", "PROXY_TRUSTED_SERVERS": TRUSTED}
+    )
     try:
+        edge_process.wait_ready()
         for source in (TRUSTED, UNTRUSTED):
             for forwarded in (None, "203.0.113.7", FORWARDED, " , 198.51.100.9,,"):
+                on_server = _server_address(server, source, forwarded)
                 on_proxy = _address(proxy.port, "/proxy", PROXY_KEY, source, forwarded)
-                assert _server_address(server, source, forwarded) == on_proxy, (source, forwarded)
+                on_edge = _address(edge_process.port, "/api/frontend", FRONTEND_TOKEN, source, forwarded)
+                assert on_server == on_proxy == on_edge, (source, forwarded, on_server, on_proxy, on_edge)
     finally:
+        edge_process.stop()
         proxy.stop()
 
 
