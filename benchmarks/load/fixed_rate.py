@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import secrets
 import time
 from dataclasses import dataclass
@@ -110,11 +111,31 @@ def measure(
     seconds: float,
     rounds: int = 2,
     connections: int = 32,
+    cpus: set[int] | None = None,
 ) -> list[Latencies]:
     """Each (name, port, path, workload) loaded at `rate` requests a second for `seconds`, `rounds` times,
-    alternating between the targets (A B, B A, ...); the latencies of a target's rounds together."""
+    alternating between the targets (A B, B A, ...); the latencies of a target's rounds together. `cpus`:
+    the CPUs this client runs on meanwhile (by default wherever the scheduler puts it)."""
     found = [Latencies(name, []) for name, *_ in targets]
     count = max(1, round(rate * seconds))
+    before = os.sched_getaffinity(0)
+    try:
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+        _alternate(targets, rate, rounds, connections, count, found)
+    finally:
+        os.sched_setaffinity(0, before)
+    return found
+
+
+def _alternate(
+    targets: list[tuple[str, int, str, Workload]],
+    rate: float,
+    rounds: int,
+    connections: int,
+    count: int,
+    found: list[Latencies],
+) -> None:
     for number in range(rounds):
         order = range(len(targets)) if number % 2 == 0 else reversed(range(len(targets)))
         for index in order:
@@ -124,4 +145,3 @@ def measure(
                 _run(port, requests, rate, connections, workload.scenario.expected_status, found[index])
             )
             time.sleep(0.5)
-    return found

@@ -19,9 +19,14 @@ not depend on how much of the two cores the scheduler gave the server, only on w
 so it is the figure to go by on a busy machine; req/s is printed beside it.
 
 Then, for `post-unique`, the latency condition: the proxy and the ceiling are loaded at the same fixed
-request rate (benchmarks/load/fixed_rate.py, an open-loop client: `--p99-rate`, by default half the
-proxy's requests per second in its rounds) in alternating runs, and the p99 of each is reported with
-their ratio (issue 25: the proxy's within 1.5x of the ceiling's). `--p99-seconds 0` skips it.
+request rate (benchmarks/load/fixed_rate.py, an open-loop client: `--p99-rate`, or each `--p99-share` of
+the proxy's requests per second in its rounds, by default a quarter and a half) in alternating runs, and
+the p99 of each is reported with their ratio (issue 25: the proxy's within 1.5x of the ceiling's).
+`--p99-seconds 0` skips it. The client is a Python process that spends about as much CPU on a 245 kB
+answer as the server does; taking turns with the server on the same core, it delays the slower target's
+answers more than the faster's. So during these runs it has one CPU to itself (`--p99-client-cpu`, by
+default the last) and every service the others, as a client on another machine would; `none` leaves
+both to the scheduler.
 
 Scenarios (benchmarks/load/scenarios.py): `post-unique` (POST /proxy, a new userId per request: no cache
 can help) and `get-empty` (GET /proxy with no context, answered from the response cache). After the rounds,
@@ -40,7 +45,9 @@ Exit status 1 when any request failed or got an unexpected status.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -51,7 +58,7 @@ from pathlib import Path
 from benchmarks.load import fixed_rate, wrk
 from benchmarks.load.edge import edge_scenario, start_edge
 from benchmarks.load.probe import Probe, baseline_route, probe
-from benchmarks.load.processes import QUIET_TIMEOUT, Service, wait_until_quiet
+from benchmarks.load.processes import QUIET_TIMEOUT, Service, pinned, wait_until_quiet
 from benchmarks.load.report import Row
 from benchmarks.load.runner import Options, measure, stderr_log
 from benchmarks.load.scenarios import SCENARIOS_BY_NAME
@@ -180,26 +187,38 @@ def _ms(seconds: float | None) -> float | None:
 
 
 def tail_at_fixed_rate(
-    pair: Pair, targets: tuple[Target, Target], probes: tuple[Probe, Probe], args: argparse.Namespace
-) -> Tail:
-    """The pair's two targets at one rate: `--p99-rate`, or half the first's requests per second."""
+    pair: Pair,
+    targets: tuple[Target, Target],
+    probes: tuple[Probe, Probe],
+    args: argparse.Namespace,
+    services: list[Service],
+) -> list[Tail]:
+    """The pair's two targets at each rate: `--p99-rate`, or each `--p99-share` of the first's requests per
+    second in its rounds. With `--p99-client-cpu`, the client has that CPU to itself and every service the
+    others, for the runs."""
     first_rps = sum(a.requests for a, _ in pair.rounds) / sum(
         a.requests / a.requests_per_s for a, _ in pair.rounds if a.requests_per_s
     )
-    rate = args.p99_rate or max(1.0, first_rps / 2)
+    rates = [args.p99_rate] if args.p99_rate else [max(1.0, first_rps * share) for share in args.p99_share]
     loads = [
         (t.name, t.service.port, t.path(p.workload.scenario), p.workload)
         for t, p in zip(targets, probes, strict=True)
     ]
-    mine, theirs = fixed_rate.measure(loads, rate, args.p99_seconds)
-    tail = Tail(pair.flags, pair.scenario, rate, mine, theirs)
-    (p50, p50_ceiling), (p99, p99_ceiling) = tail.ms(50), tail.ms(99)
-    stderr_log(
-        f"[{pair.flags} flags] {pair.scenario} at {rate:.0f} req/s: p99 {p99} / {p99_ceiling} ms "
-        f"({pair.first} / {pair.second}), ratio {tail.ratio()}; p50 {p50} / {p50_ceiling} ms, "
-        f"failed {tail.failed()}"
-    )
-    return tail
+    client = {args.p99_client_cpu} if args.p99_client_cpu is not None else None
+    rest = os.sched_getaffinity(0) - client if client else set()
+    tails = []
+    with pinned([s.process.pid for s in services], rest) if client else contextlib.nullcontext():
+        for rate in rates:
+            mine, theirs = fixed_rate.measure(loads, rate, args.p99_seconds, cpus=client)
+            tail = Tail(pair.flags, pair.scenario, rate, mine, theirs)
+            (p50, p50_ceiling), (p99, p99_ceiling) = tail.ms(50), tail.ms(99)
+            stderr_log(
+                f"[{pair.flags} flags] {pair.scenario} at {rate:.0f} req/s: p99 {p99} / {p99_ceiling} ms "
+                f"({pair.first} / {pair.second}), ratio {tail.ratio()}; p50 {p50} / {p50_ceiling} ms, "
+                f"failed {tail.failed()}"
+            )
+            tails.append(tail)
+    return tails
 
 
 def run_flags(
@@ -254,7 +273,7 @@ def run_flags(
                 )
                 if s.name == "post-unique" and args.p99_seconds > 0:
                     settle()
-                    tails.append(tail_at_fixed_rate(pairs[-1], (proxy, ceiling), (mine, theirs), args))
+                    tails += tail_at_fixed_rate(pairs[-1], (proxy, ceiling), (mine, theirs), args, services)
         if edge is not None:
             for s in scenarios:
                 on_edge = edge_scenario(s.name)
@@ -369,7 +388,18 @@ def main(argv: list[str] | None = None) -> int:
         help="requests a second of the fixed-rate latency runs (default: half the proxy's req/s)",
     )
     parser.add_argument(
+        "--p99-share",
+        default="0.25,0.5",
+        help="the fixed rates as shares of the proxy's req/s in its rounds, comma-separated (0.25,0.5)",
+    )
+    parser.add_argument(
         "--p99-seconds", type=float, default=5.0, help="seconds of each fixed-rate run, two each (5; 0: none)"
+    )
+    parser.add_argument(
+        "--p99-client-cpu",
+        default="last",
+        help="the CPU the fixed-rate client has to itself, every service the others: a number, `last` "
+        "(the default, on a machine of 2 CPUs or more) or `none` (no pinning)",
     )
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     parser.add_argument("--keep", action="store_true", help="keep the run's directory")
@@ -385,6 +415,21 @@ def main(argv: list[str] | None = None) -> int:
         args.edge_flags = {int(f) for f in args.edge_flags.split(",") if f.strip()}
     except ValueError:
         parser.error("--flags and --edge-flags are comma-separated numbers")
+    try:
+        args.p99_share = [float(f) for f in args.p99_share.split(",") if f.strip()]
+    except ValueError:
+        parser.error("--p99-share is comma-separated numbers, e.g. 0.25,0.5")
+    if not args.p99_share or not all(0 < share <= 1 for share in args.p99_share):
+        parser.error("--p99-share: each share between 0 and 1")
+    available = sorted(os.sched_getaffinity(0))
+    if args.p99_client_cpu == "none" or (args.p99_client_cpu == "last" and len(available) < 2):
+        args.p99_client_cpu = None
+    elif args.p99_client_cpu == "last":
+        args.p99_client_cpu = available[-1]
+    elif not args.p99_client_cpu.isdigit() or int(args.p99_client_cpu) not in available or len(available) < 2:
+        parser.error(f"--p99-client-cpu: one of {available} with another left to the services, last or none")
+    else:
+        args.p99_client_cpu = int(args.p99_client_cpu)
     args.scenarios = [n.strip() for n in args.scenarios.split(",") if n.strip()]
     unknown = [n for n in args.scenarios if n not in SCENARIOS_BY_NAME]
     if unknown or not args.scenarios:

@@ -15,7 +15,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -140,10 +140,8 @@ class Service:
         return {"main": rss_mib(self.process.pid), "workers": [w for w in workers if w is not None]}
 
 
-def group_cpu_seconds(pgid: int) -> float:
-    """CPU time (user and system) used so far by the live processes of a process group (a service and
-    everything it started: each service runs in a session of its own)."""
-    ticks = 0
+def _group_stats(pgid: int) -> Iterator[tuple[int, list[str]]]:
+    """(pid, the fields of /proc/pid/stat after "pid (comm)") of each live process of a process group."""
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             # After "pid (comm)": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime
@@ -151,8 +149,40 @@ def group_cpu_seconds(pgid: int) -> float:
         except (OSError, IndexError):
             continue
         if int(fields[2]) == pgid:
-            ticks += int(fields[11]) + int(fields[12])
+            yield int(stat.parent.name), fields
+
+
+def group_cpu_seconds(pgid: int) -> float:
+    """CPU time (user and system) used so far by the live processes of a process group (a service and
+    everything it started: each service runs in a session of its own)."""
+    ticks = sum(int(fields[11]) + int(fields[12]) for _, fields in _group_stats(pgid))
     return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def group_pids(pgid: int) -> list[int]:
+    """The live processes of a process group."""
+    return [pid for pid, _ in _group_stats(pgid)]
+
+
+@contextlib.contextmanager
+def pinned(pgids: Sequence[int], cpus: set[int]) -> Iterator[None]:
+    """Every thread of the process groups `pgids` kept on `cpus` while the block runs, then let go on the
+    CPUs they had: a load generator in this process can then have a CPU of its own (`os.sched_setaffinity`
+    on the caller), as a client on another machine would, instead of taking turns with the server."""
+    before: dict[int, set[int]] = {}
+    try:
+        for pgid in pgids:
+            for pid in group_pids(pgid):
+                for task in Path(f"/proc/{pid}/task").iterdir():
+                    with contextlib.suppress(OSError, ValueError):
+                        tid = int(task.name)
+                        before[tid] = os.sched_getaffinity(tid)
+                        os.sched_setaffinity(tid, cpus)
+        yield
+    finally:
+        for tid, cpus_before in before.items():
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(tid, cpus_before)
 
 
 def wait_until_quiet(
