@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import html
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from email.utils import formatdate
 from time import monotonic as current_time  # the clock Sanic's protocols keep `_time` by
-from typing import Any
+from typing import Any, cast
 
 from sanic import HTTPResponse
 from sanic.compat import Header
@@ -127,12 +127,12 @@ class PreparedResponse(HTTPResponse):
         self.block = block
 
     @property
-    def processed_headers(self) -> Iterable[tuple[bytes, bytes]]:
+    def processed_headers(self) -> Iterator[tuple[bytes, bytes]]:
         added = self.headers  # Sanic's own values: numbers and fixed words
         own = ((b"Date", http_date()), *self.prepared)
         if not added:
-            return own
-        return own + tuple((n.encode("ascii"), f"{v}".encode("ascii")) for n, v in added.items())
+            return iter(own)
+        return iter(own + tuple((n.encode("ascii"), f"{v}".encode("ascii")) for n, v in added.items()))
 
     async def send(self, data: Any = None, end_stream: bool | None = None) -> None:
         stream = self.stream
@@ -148,7 +148,7 @@ class PreparedResponse(HTTPResponse):
             and not stream.protocol.access_log
             and not self.headers
         ):
-            body = self.body
+            body = cast(bytes, self.body)  # always bytes here (__init__); Sanic's type allows None
             block = self.block
             if block is None:
                 block = b"".join(b"%b: %b\r\n" % header for header in self.prepared)
@@ -160,14 +160,14 @@ class PreparedResponse(HTTPResponse):
             head = b"".join((_OK_DATE, http_date(), b"\r\n", block, length, ending))
             if len(body) >= GATHER_BYTES and _writes_plainly(stream.protocol):
                 # A large answer (thousands of flags) goes out beside its head in one writev, not copied
-                # after it: the copy was the biggest single cost of a request at 5000 flags (a 245 kB
-                # memcpy, benchmarks/README.md). What Sanic's protocol.send does is done here too:
-                # backpressure first, a closing transport cancels, the idle clock is set.
+                # after it: at 5000 flags that copy (245 kB) was a quarter of a request's instructions
+                # (benchmarks/README.md). What Sanic's protocol.send does is done here too: backpressure
+                # first, a closing transport cancels, the idle clock is set.
                 protocol = stream.protocol
                 if not protocol._can_write.is_set():
                     await protocol._can_write.wait()
                 transport = protocol.transport
-                if transport.is_closing():
+                if transport is None or transport.is_closing():
                     raise RequestCancelled
                 transport.writelines((head, body))
                 protocol._time = current_time()
