@@ -1,7 +1,7 @@
 """Propagation latency of a flag change, from the admin API's 2xx to the moment a reader sees it.
 
     python -m benchmarks.realtime [--via server|replica|edge|proxy] [--flags 200] [--changes 200]
-                                  [--workers 1] [--database-url URL | --postgres]
+                                  [--workers 1] [--database-url URL | --postgres] [--edge-option OPTIONS]
 
 Starts a server (a fresh SQLite file unless --database-url or --postgres), creates `--flags` flags, then
 switches flags one at a time through the admin API and times each change to its reader:
@@ -11,7 +11,8 @@ switches flags one at a time through the admin API and times each change to its 
   the moment it emitted `changed` holding the new state (the SDK's `performance.timeOrigin + now()`).
 - `replica` (d): the same SDK streaming from a second `flagproxy server` on the same PostgreSQL database
   (the change goes through the first): the change crosses processes by LISTEN/NOTIFY.
-- `edge` (b): the same SDK streaming from `flagproxy edge --streaming` whose upstream is the server.
+- `edge` (b): the same SDK streaming from `flagproxy edge --streaming` whose upstream is the server
+  (`--edge-option`, e.g. `--edge-option '--workers 2'`, adds to edge's options).
 - `proxy` (c): `flagproxy proxy` streaming from the server (`--proxy-streaming-option`, polling every
   60 s), asked `POST /proxy` on one kept-alive connection until it answers the new state.
 
@@ -214,6 +215,7 @@ def run(
     workers: int,
     database_url: str | None,
     proxy_streaming: str = "--streaming",
+    edge_options: str = "",
 ) -> dict[str, float]:
     folder = Path(tempfile.mkdtemp(prefix="flagproxy-realtime-"))
     services: list[Service] = []
@@ -227,7 +229,7 @@ def run(
             services.append(start_server("replica", folder, env, "--workers", str(workers)))
             reader = NodeFollower(services[-1].port)
         elif via == "edge":
-            services.append(start_edge(folder, writer, "--streaming"))
+            services.append(start_edge(folder, writer, "--streaming", *edge_options.split()))
             reader = NodeFollower(services[-1].port)
         elif via == "proxy":
             services.append(start_proxy(folder, writer, proxy_streaming))
@@ -274,15 +276,20 @@ def main() -> None:
         default="--streaming",
         help="how `--via proxy` asks flagproxy proxy to stream from its upstream (--streaming)",
     )
+    parser.add_argument(
+        "--edge-option", default="", help="more options for `--via edge`'s edge (e.g. '--workers 2')"
+    )
     args = parser.parse_args()
     if args.via == "replica" and not (args.database_url or args.postgres):
         parser.error("--via replica: the replicas share a PostgreSQL database (--postgres or --database-url)")
     with contextlib.ExitStack() as stack:
         url = stack.enter_context(postgres_database()) if args.postgres else args.database_url
-        figures = run(args.via, args.flags, args.changes, args.workers, url, args.proxy_streaming_option)
+        streaming = args.proxy_streaming_option
+        figures = run(args.via, args.flags, args.changes, args.workers, url, streaming, args.edge_option)
     backend = "PostgreSQL" if url else "SQLite"
+    via = " ".join([args.via, args.edge_option]).strip()
     print(
-        f"via {args.via}, {args.changes} changes at {args.flags} flags, {backend}, {args.workers} worker(s): "
+        f"via {via}, {args.changes} changes at {args.flags} flags, {backend}, {args.workers} worker(s): "
         + ", ".join(f"{key} {value:.1f}" for key, value in figures.items())
     )
 

@@ -99,6 +99,15 @@ class EdgeCollector:
         for reason, count in sorted(leader.get("refused", {}).items()):
             refused.add_metric([reason], count)
         yield refused
+        changes = CounterMetricFamily(
+            "flagproxy_upstream_stream_changes",
+            "Streamed changes applied (--streaming), by how: patched (relayed to the workers as events, each "
+            "patching its engines) or whole (the feed published whole).",
+            labels=["applied"],
+        )
+        for applied, count in sorted(leader.get("streamChanges", {}).items()):
+            changes.add_metric([applied], count)
+        yield changes
         yield CounterMetricFamily(
             "edge_token_validation_requests",
             "Calls to the upstream's /edge/validate.",

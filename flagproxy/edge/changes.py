@@ -15,10 +15,19 @@ a backup a run knows nothing of the last one's ids, so two rules keep them apart
 the second the process started in (the last run recorded its last change at the latest in that second),
 and a reader resumes from, or is told nothing changed since, only an id this run gave out (`FeedLog.issued`):
 the last run's ids may have got ahead of the clock (changes faster than one a second), and one of them that
-this run's range covers but never gave out gets a hydration. Ids stay seconds, not milliseconds: the SDKs
-and Unleash Edge read them as 32-bit integers (`event_id: u32` in unleash-types), and millisecond ids
-broke the Python SDK.
+this run's range covers but never gave out gets a hydration. A stopping edge waits (a few seconds at most)
+until the clock reaches the last id it gave out (flagproxy/edge/feeds.py `Feeds.ahead_of_clock`): a change
+streamed within the second of the hydration takes an id a second ahead of the clock, which the next run's
+first id would otherwise meet. Ids stay seconds, not milliseconds: the SDKs and Unleash Edge read them as
+32-bit integers (`event_id: u32` in unleash-types), and millisecond ids broke the Python SDK.
 Only the newest `kept` events are kept; a reader further behind hydrates.
+
+A feed the edge streams (`--streaming`) takes its events from the upstream's instead (`ChangeLog.streamed`,
+called by flagproxy/edge/relayed.py for each change the stream brings): they are scoped to the feed's token
+already, and appended as they are, with this log's own id, each flag's `oldProject` the project the log
+held it in; an event that leaves what the log holds as it was is left out, as `record` leaves out what did
+not change. A hydration (and any change the stream's patching does not take) still goes through `record`,
+which compares with the log's flags and segments as the streamed events left them.
 
 `FeedLog` is a worker's view of one published log: the events as flagproxy/http/delta.py's `DeltaEvent`,
 their wire bytes made once for every reader.
@@ -87,6 +96,41 @@ class ChangeLog:
                 while len(self.events) > self.kept:
                     self.floor = self.events.popleft()["eventId"]
         self.features, self.segments = features, segments
+        return {"eventId": self.last, "floor": self.floor, "events": list(self.events)}
+
+    def streamed(self, events: list[Any], now: int | None = None) -> dict[str, Any]:
+        """A change the upstream streamed (its events, no hydration among them), appended with one new id
+        if any of them changes what the log holds; the log as published with it (as `record`)."""
+        event_id = max(self.last + 1, int(time.time()) if now is None else now)
+        head = {"eventId": event_id}
+        appended = []
+        for event in events:
+            kind = event.get("type") if isinstance(event, Mapping) else None
+            if kind == "feature-updated" and isinstance(event.get("feature"), Mapping):
+                feature = event["feature"]
+                before = self.features.get(feature["name"])
+                if before is not None and before == feature:
+                    continue
+                old = None if before is None else _project(before)
+                self.features[feature["name"]] = feature
+                appended.append({**head, "type": kind, "feature": feature, "oldProject": old})
+            elif kind == "feature-removed" and isinstance(event.get("featureName"), str):
+                name = event["featureName"]
+                held = self.features.pop(name, None)
+                if held is not None:
+                    appended.append({**head, "type": kind, "featureName": name, "project": _project(held)})
+            elif kind == "segment-updated" and isinstance(event.get("segment"), Mapping):
+                segment = event["segment"]
+                if self.segments.get(segment.get("id")) != segment:
+                    self.segments[segment["id"]] = segment
+                    appended.append({**head, "type": kind, "segment": segment})
+            elif kind == "segment-removed" and self.segments.pop(event.get("segmentId"), None) is not None:
+                appended.append({**head, "type": kind, "segmentId": event["segmentId"]})
+        if appended:
+            self.last = event_id
+            self.events.extend(appended)
+            while len(self.events) > self.kept:
+                self.floor = self.events.popleft()["eventId"]
         return {"eventId": self.last, "floor": self.floor, "events": list(self.events)}
 
     def _compare(

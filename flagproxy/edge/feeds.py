@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import os
 import tempfile
+import time
 from typing import Any
 
 import orjson
@@ -31,6 +32,11 @@ from flagproxy.sync.publication import Publication
 
 Scope = tuple[str, tuple[str, ...]]  # (environment, sorted projects or ("*",))
 INDEX = "feeds.json"
+# The longest a stopping leader waits for the clock to reach the last event id it gave out
+# (`Feeds.ahead_of_clock`): ids run ahead of it only while changes come faster than one a second (a stream
+# brings a burst of ten admin changes in well under a second). Within the test harness's and a
+# container's stop timeouts (15 s, 30 s).
+AHEAD_WAIT_MAX = 10.0
 
 
 def scope_name(scope: Scope) -> str:
@@ -50,6 +56,11 @@ def scope_key(scope: Scope) -> str:
 
 def feed_file(scope: Scope) -> str:
     return f"feed-{scope_key(scope)}.json"
+
+
+def events_file(scope: Scope) -> str:
+    """The streamed changes relayed on the feed's last whole revision (flagproxy/edge/relayed.py)."""
+    return f"events-{scope_key(scope)}.json"
 
 
 def read_index(directory: str) -> list[Scope] | None:
@@ -131,7 +142,7 @@ class Feeds:
             if self._refused(feed, exc):
                 return False
             image = None
-        return self._published(feed, payload, image, source, save, self._changes(feed).record(payload))
+        return self._published(feed, payload, image, source, save, self.change_log(feed).record(payload))
 
     async def update(self, feed: Scope, document: bytes, payload: dict[str, Any] | None = None) -> bool:
         """A feed's new document from the upstream (the bytes it sent), as `publish`; once the feed is
@@ -154,10 +165,10 @@ class Feeds:
             image = None
         # Comparing the document with the last one is tens of milliseconds at 5000 flags: in a thread, so
         # a serving loop the leader shares gets the GIL back between the interpreter's switches.
-        log = await asyncio.to_thread(self._changes(feed).record, payload)
+        log = await asyncio.to_thread(self.change_log(feed).record, payload)
         return self._published(feed, payload, image, "upstream", True, log, document)
 
-    def _changes(self, feed: Scope) -> ChangeLog:
+    def change_log(self, feed: Scope) -> ChangeLog:
         return self.changes.setdefault(feed, ChangeLog(self.kept_events))
 
     def _refused(self, feed: Scope, exc: Exception) -> bool:
@@ -182,7 +193,7 @@ class Feeds:
         document: bytes | None = None,  # the payload's JSON as the upstream sent it, if it came so
     ) -> bool:
         """`log`: the feed's delta log after this document (ChangeLog.record), published with it."""
-        changes = self._changes(feed)
+        changes = self.change_log(feed)
         published = document if document is not None else orjson.dumps(payload)
         self.feeds[feed].publish(published, source, image, extra={"delta": log})
         self.flags[feed] = flag_count(payload)
@@ -210,9 +221,17 @@ class Feeds:
             return False
         payload, event_id = saved
         if event_id is not None:  # delta event ids go on from the last run's
-            self._changes(feed).continue_after(event_id)
+            self.change_log(feed).continue_after(event_id)
         return self.publish(feed, payload, source="backup", save=False)
 
     @property
     def ready(self) -> bool:
         return all(event.is_set() for event in self.hydrated.values())
+
+    def ahead_of_clock(self) -> float:
+        """Seconds until the clock reaches the newest event id any feed gave out (at most AHEAD_WAIT_MAX).
+        A stopping leader waits them out: the next run, started after that, starts its ids after every id
+        of this one even without a backup (flagproxy/edge/changes.py), where a change streamed within the
+        second of its hydration had taken an id a second ahead of the clock."""
+        last = max((log.last for log in self.changes.values()), default=0)
+        return max(0.0, min(AHEAD_WAIT_MAX, last - time.time()))

@@ -134,6 +134,7 @@ class EdgeLeader:
             await self.persistence.persist()  # what the instance knows at its stop, as Edge does
             await self.persistence.close()
         self.feeds.close()  # the compile process, if one was started
+        await asyncio.sleep(self.feeds.ahead_of_clock())  # the next run's ids come after this one's
 
     # ---- what workers ask ---------------------------------------------------------------------------
 
@@ -190,6 +191,7 @@ class EdgeLeader:
             "validations": self.validator.upstream_calls,
             "batchesSent": 0 if sync is None else sync.sender.posts,
             "refused": self.feeds.refused,
+            "streamChanges": {} if sync is None else sync.stream_changes(),
         }
 
 

@@ -7,11 +7,14 @@ store (flagproxy/instance/store.py), so evaluating never filters per request and
 environment's flags or another project's. A scope that is its feed's whole document loads the image the
 leader compiled; a narrower one compiles its cut. Served scopes are made the first time a token needs one
 and are installed anew whenever their feed's revision changes, with the feed's revision number, so every
-worker answers the same revision.
+worker answers the same revision. A streamed feed's changes after its last whole revision come as their
+events instead (flagproxy/edge/relayed.py): each served scope patches them into its engine
+(flagproxy/instance/relay.py `RelayedChanges`), at the revision the leader gave them.
 """
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -19,12 +22,14 @@ from typing import Any
 import orjson
 
 from flagproxy.edge.changes import DEFAULT_PROJECT, FeedLog, published_event_id
-from flagproxy.edge.feeds import Scope, covers, feed_file, index_stamp, read_index, scope_name
+from flagproxy.edge.feeds import Scope, covers, events_file, feed_file, index_stamp, read_index, scope_name
+from flagproxy.edge.relayed import narrower
 from flagproxy.edge.tokens import ALL_PROJECTS, EdgeToken
 from flagproxy.http import delta as wire
 from flagproxy.http.delta import NO_TAGS, Batch, Reader, in_scope
 from flagproxy.http.etag import weak_etag
 from flagproxy.instance.follower import FollowedDocument, install_published
+from flagproxy.instance.relay import RelayedChanges
 from flagproxy.instance.response_cache import ResponseCache
 from flagproxy.instance.store import ServedSnapshot, SnapshotStore
 from flagproxy.sync.publication import Publication, Published
@@ -49,11 +54,23 @@ def only_projects(payload: Mapping[str, Any], projects: tuple[str, ...]) -> dict
 class ServedScope:
     """A snapshot store for one scope, plus the per-revision answers of the client API's filters."""
 
-    def __init__(self, scope: Scope, source: Scope, logger: Any, cache_bytes: int = 0) -> None:
+    def __init__(
+        self, scope: Scope, source: Scope, logger: Any, cache_bytes: int = 0, directory: str = ""
+    ) -> None:
         self.scope = scope
         self.source = source  # the feed it is cut from
         self.logger = logger
         self.store = SnapshotStore(logger=logger)
+        # The feed's streamed changes on its last whole revision (flagproxy/edge/relayed.py), patched in.
+        whole = ALL_PROJECTS in scope[1]
+        self.relayed = RelayedChanges(
+            self.store,
+            directory,
+            logger=logger,
+            name=events_file(source),
+            cut=None if whole else lambda payload: only_projects(payload, scope[1]),
+            narrow=None if whole else narrower(scope[1]),
+        )
         self.cache = ResponseCache(cache_bytes) if cache_bytes else None
         self.features: tuple[int, dict[str, dict[str, Any]]] | None = None  # revision, name -> flag
         self.prefixed: OrderedDict[tuple[int, str], tuple[bytes, str]] = OrderedDict()
@@ -76,9 +93,16 @@ class ServedScope:
                 installed = False
         if installed:
             self.event_id = published_event_id(published.extra)
+            self.relayed.based(published)
         self.prefixed.clear()
         self.hydrations.clear()
         return installed
+
+    def patch(self, applied: bool, published: Published) -> bool:
+        """After `relayed` applied (or not) the changes in `published`: the scope is at their last id."""
+        if applied:
+            self.event_id = published_event_id(published.extra)
+        return applied
 
     @property
     def current(self) -> ServedSnapshot | None:
@@ -137,6 +161,7 @@ class Scopes:
         self.directory = directory
         self.logger = logger
         self.feeds: dict[Scope, FollowedDocument] = {}
+        self.relays: dict[Scope, FollowedDocument] = {}  # each feed's events file (flagproxy/edge/relayed.py)
         self.served: dict[Scope, ServedScope] = {}
         self.index: tuple[int, int] | None = None
         self.logs: dict[Scope, FeedLog] = {}  # each feed's delta log, as last published
@@ -145,9 +170,10 @@ class Scopes:
     # ---- following the leader (flagproxy/instance/follower.py) ----------------------------------------
 
     def documents(self) -> Iterable[FollowedDocument]:
-        """Every feed's published file, the leader's list read again when it changed."""
+        """Every feed's published file and events file (in that order: the events follow a whole
+        revision), the leader's list read again when it changed."""
         self._read_index()
-        return self.feeds.values()
+        return [followed for feed in self.feeds for followed in (self.feeds[feed], self.relays[feed])]
 
     def _read_index(self) -> None:
         stamp = index_stamp(self.directory)
@@ -158,13 +184,35 @@ class Scopes:
             if feed not in self.feeds:
                 publication = Publication(self.directory, feed_file(feed))
                 self.feeds[feed] = FollowedDocument(publication, lambda p, feed=feed: self._install(feed, p))
+                self.relays[feed] = FollowedDocument(
+                    Publication(self.directory, events_file(feed)),
+                    functools.partial(self._relayed, feed),
+                    functools.partial(self._relayed_serving, feed),
+                )
 
     def _install(self, feed: Scope, published: Published) -> bool:
         installed = True
         for served in [s for s in self.served.values() if s.source == feed]:
             installed = served.install(published) and installed
+        self.relays[feed].stamp = None  # changes relayed on this revision may have come before it
         self._new_log(feed, published)
         return installed
+
+    def _relayed(self, feed: Scope, published: Published) -> bool:
+        """Changes relayed on the feed's last whole revision: patched into each scope cut from it."""
+        applied = False
+        for served in [s for s in self.served.values() if s.source == feed]:
+            applied = served.patch(served.relayed.install(published), published) or applied
+        self._new_log(feed, published)
+        return applied
+
+    async def _relayed_serving(self, feed: Scope, published: Published) -> bool:
+        """`_relayed` on a serving loop (a scope's first change on a revision parses its base in a thread)."""
+        applied = False
+        for served in [s for s in self.served.values() if s.source == feed]:
+            applied = served.patch(await served.relayed.install_serving(published), published) or applied
+        self._new_log(feed, published)
+        return applied
 
     def _new_log(self, feed: Scope, published: Published) -> None:
         """The feed's log published with this revision; its new events to the open streams."""
@@ -207,9 +255,11 @@ class Scopes:
             if feed is None:
                 return None
         cache_bytes = SCOPE_CACHE_BYTES if len(self.served) < CACHED_SCOPES else 0
-        served = ServedScope(scope, feed, self.logger, cache_bytes)
+        served = ServedScope(scope, feed, self.logger, cache_bytes, self.directory)
         published = self.feeds[feed].publication.read()
-        if published is not None:
-            served.install(published)
+        if published is not None and served.install(published):
+            relayed = self.relays[feed].publication.read()  # the changes since, if it is streamed
+            if relayed is not None:
+                served.patch(served.relayed.install(relayed), relayed)
         self.served[scope] = served
         return served

@@ -4,7 +4,8 @@ routes never wait on this except to validate a new token, which workers ask the 
 
 With --streaming each feed keeps its token's features by the upstream's event stream instead
 (flagproxy/sync/stream.py: hydrated, then each change applied; polling while the stream is refused or
-unreachable).
+unreachable): a hydration is published whole, each later change relayed to the workers as its events
+(flagproxy/edge/relayed.py).
 
 Start-up tokens are validated in the background until the upstream answers (the instance is not ready
 until then); each validated client token becomes a feed (flagproxy/edge/feeds.py) polled with the
@@ -20,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from flagproxy.edge.feeds import Feeds, Scope, covers, scope_name
+from flagproxy.edge.relayed import FeedRelay
 from flagproxy.edge.settings import EdgeSettings
 from flagproxy.edge.tokens import CLIENT, EdgeToken, masked, token_key
 from flagproxy.edge.usage import BulkSender, EdgeUsage
@@ -73,10 +75,11 @@ class Feed:
         # --streaming: the upstream's event stream for this token, falling back to the poller above.
         self.streamer = (
             StreamingSync(self.client, self.poller, on_update=self._streamed, on_checked=self._not_modified,
-                          logger=logger)
+                          logger=logger, observer=self)
             if settings.streaming
             else None
         )  # fmt: skip
+        self.stream_changes: dict[str, int] = {}  # streamed changes by how they were applied
         self.task: asyncio.Task[None] | None = None
         self.last_refresh: str | None = None
         self.last_check: str | None = None
@@ -84,6 +87,21 @@ class Feed:
     async def _update(self, document: bytes) -> bool:
         self.last_refresh = self.last_check = iso_now()
         return await self.feeds.update(self.scope, document)
+
+    # ---- what the stream tells its observer (flagproxy/sync/stream.py) ----
+
+    def stream_change(self, applied: str) -> None:
+        """A streamed change that changed the flags: `patched` (relayed as events) or `whole`."""
+        self.stream_changes[applied] = self.stream_changes.get(applied, 0) + 1
+
+    def refused(self, reason: str, source: str, message: str) -> None:
+        """A streamed document refused whole (the stream then hydrates again)."""
+        self.feeds.count_refusal(reason)
+
+    def _patched(self) -> None:
+        """A streamed change relayed to the workers (flagproxy/edge/relayed.py), not published whole."""
+        self.last_refresh = self.last_check = iso_now()
+        self.feeds.touch(self.scope)
 
     async def _streamed(self, document: bytes) -> bool:
         """The stream's state, whose bytes `document` are: checked event by event as they came
@@ -148,6 +166,14 @@ class EdgeSync:
     def ready(self) -> bool:
         return not self.unvalidated and self.published.ready
 
+    def stream_changes(self) -> dict[str, int]:
+        """Streamed changes of every feed, by how they were applied."""
+        counts: dict[str, int] = {}
+        for feed in self.feeds.values():
+            for applied, count in feed.stream_changes.items():
+                counts[applied] = counts.get(applied, 0) + count
+        return counts
+
     def client_for(self, environment: str) -> UpstreamClient | None:
         """A client with a token of `environment`, for its metrics (the broadest one)."""
         feeds = sorted(
@@ -167,6 +193,9 @@ class EdgeSync:
         feed = self.feeds[token.scope] = Feed(token, self.settings, self.published, self.logger)
         self.logger.info(f"Syncing {scope_name(feed.scope)} with {masked(token.secret)}")
         self.published.add_feed(feed.scope)
+        if feed.streamer is not None:  # each change after a hydration relayed as its events
+            feed.streamer.patcher = FeedRelay(self.published, feed.scope)
+            feed.streamer.on_patched = feed._patched
         if self.published.restore(feed.scope):
             self.logger.info(f"Serving {scope_name(feed.scope)} from the backup until the upstream answers")
         feed.task = asyncio.get_running_loop().create_task((feed.streamer or feed.poller).run())

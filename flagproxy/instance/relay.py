@@ -14,12 +14,17 @@ for every worker to load again.
   single process does (flagproxy/instance/patcher.py `ServedPatcher`), at the revision the leader gave it, so
   every worker serves the same revision with the same bytes. A change its patched engine cannot take is
   compiled whole here (rare: MAX_BATCHES keeps the replaced rows under SPARE_ROWS).
+
+The edge relays each streamed feed the same way, one events file per feed (flagproxy/edge/relayed.py):
+its leader adds the feed's delta log to what it publishes (`extra`), and each of its served scopes cut
+from the feed is a `RelayedChanges` of its own, reading the feed's base cut to its projects (`cut`) and
+each change's events narrowed to them (`narrow`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -36,9 +41,9 @@ MAX_BATCHES = 100  # relayed changes on one whole revision before the next is pu
 class EventRelay:
     """The leader's side: the patcher interface StreamingSync calls (flagproxy/sync/stream.py)."""
 
-    def __init__(self, publication: Publication) -> None:
+    def __init__(self, publication: Publication, name: str = EVENTS) -> None:
         self.publication = publication
-        self.events = Publication(publication.directory, EVENTS)
+        self.events = Publication(publication.directory, name)
         self._base: tuple[DeltaState, int] | None = None
         self._batches: list[list[Any]] = []
 
@@ -62,21 +67,38 @@ class EventRelay:
         assert self._base is not None
         self.publication.revision += 1
         self._batches.append([self.publication.revision, events])
-        self.events.publish(orjson.dumps(self._batches), "upstream", extra={"base": self._base[1]})
+        extra = {"base": self._base[1], **self.extra(events)}
+        self.events.publish(orjson.dumps(self._batches), "upstream", extra=extra)
+
+    def extra(self, events: list[Any]) -> dict[str, Any]:
+        """What else goes in the events file's header with this change (the edge: the feed's delta log)."""
+        return {}
 
 
 class RelayedChanges:
     """A worker's side: `based(published)` after each whole install, `followed` watched by the follower."""
 
     def __init__(
-        self, store: SnapshotStore, directory: str, *, custom_strategies: Sequence[Any] = (), logger: Any
+        self,
+        store: SnapshotStore,
+        directory: str,
+        *,
+        custom_strategies: Sequence[Any] = (),
+        logger: Any,
+        name: str = EVENTS,
+        cut: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        narrow: Callable[[DeltaState, list[Any]], list[Any]] | None = None,
     ) -> None:
         self.store = store
         self.logger = logger
         self.patcher = ServedPatcher(
             store, Publication(directory), custom_strategies=custom_strategies, logger=logger
         )
-        self.followed = FollowedDocument(Publication(directory, EVENTS), self.install, self.install_serving)
+        self.followed = FollowedDocument(Publication(directory, name), self.install, self.install_serving)
+        # What this store serves of the relayed document: the base cut (`cut`) and each change's events
+        # narrowed to it given the state before them (`narrow`); the whole of both by default.
+        self.cut = cut
+        self.narrow = narrow
         self.base: int | None = None
         self.applied = 0  # the revision of the last change applied
         self._document: bytes | None = None  # the base's, parsed at its first relayed change
@@ -101,7 +123,7 @@ class RelayedChanges:
         though not during the one parse)."""
         if self.state is None and self._document is not None and self._on_base(published):
             base = self.base
-            state, encoder = await asyncio.to_thread(_read_base, self._document)
+            state, encoder = await asyncio.to_thread(_read_base, self._document, self.cut)
             if self.base == base and self.state is None:  # no other whole revision came meanwhile
                 self._take(state, encoder)
         return self.install(published)
@@ -119,10 +141,11 @@ class RelayedChanges:
         if not fresh:
             return False
         if self.state is None:
-            self._take(*_read_base(self._document or b"{}"))
+            self._take(*_read_base(self._document or b"{}", self.cut))
         state = self.state
         assert state is not None
-        for revision, events in fresh:
+        for revision, relayed in fresh:
+            events = relayed if self.narrow is None else self.narrow(state, relayed)
             outcome = self.patcher.apply(state, events)
             if outcome == NOT_TAKEN:
                 state.apply(events)
@@ -137,8 +160,12 @@ class RelayedChanges:
         return True
 
 
-def _read_base(document: bytes) -> tuple[DeltaState, DocumentEncoder]:
-    """A whole revision's document as a DeltaState, and its encoder with every feature encoded."""
-    state, encoder = DeltaState(orjson.loads(document)), DocumentEncoder()
+def _read_base(
+    document: bytes, cut: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+) -> tuple[DeltaState, DocumentEncoder]:
+    """A whole revision's document (`cut`, if given) as a DeltaState, and its encoder with every feature
+    encoded."""
+    payload = orjson.loads(document)
+    state, encoder = DeltaState(payload if cut is None else cut(payload)), DocumentEncoder()
     encoder.parts(state)
     return state, encoder

@@ -5,8 +5,10 @@
 - a restart of the server: changes made meanwhile (through a second server on the same database) all show
   up once it is back, the stream resumed;
 - after random sequences of admin changes (hypothesis) the streaming proxy (its changes patched into the
-  served engine: flagproxy/instance/patcher.py) and edge answer every flag as a proxy that polls the same
-  server (and so reads a full document of the same revision) does;
+  served engine: flagproxy/instance/patcher.py) and edge, each with one and two workers (edge's changes
+  relayed as events and patched into each worker's engines: flagproxy/edge/relayed.py), answer every flag as
+  a proxy that polls the same server (and so reads a full document of the same revision) does, and a reader
+  that follows an edge's /api/client/delta from its first hydration holds that full document too;
 - each stops on SIGTERM with its stream open, exit status 0.
 """
 
@@ -23,12 +25,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
+from flagproxy.compiler.delta import DeltaState
 from tests.demo.processes import ProxyProcess
 from tests.edge.harness import EdgeProcess, edge
 from tests.http.loopback import fetch
 from tests.http.stream_stub import eventually
 from tests.server.harness import (
     CLIENT_TOKEN,
+    DEFAULT_PROJECT_CLIENT_TOKEN,
     FRONTEND_TOKEN,
     Api,
     PostgresDatabases,
@@ -67,6 +71,13 @@ class Readers:
             edge(self.server.url, [CLIENT_TOKEN], "--streaming", "--features-refresh-interval-seconds", "60")
         )
         self.edge.wait_ready()
+        # Two workers: the leader relays each change's events, each worker patches its scopes' engines.
+        self.edges = self._started(edge(
+            self.server.url, [CLIENT_TOKEN], "--streaming", "--features-refresh-interval-seconds", "60",
+            "--workers", "2",
+        ))  # fmt: skip
+        self.edges.wait_ready()
+        self.deltas = [DeltaReader(self.edge), DeltaReader(self.edges)]
         self.polling = self._started(
             ProxyProcess(
                 self.server.url, 100, log_path=str(tmp / "polling.log"), extra_args=PROXY_ARGS
@@ -122,11 +133,40 @@ def edge_enabled(process: EdgeProcess, name: str) -> bool:
     return status == 200 and orjson.loads(body)["enabled"]
 
 
+class DeltaReader:
+    """An SDK's view through an edge's /api/client/delta: hydrated once, then each answer's events applied
+    to what it holds, its ETag sent back as If-None-Match."""
+
+    def __init__(self, process: EdgeProcess) -> None:
+        self.process = process
+        self.state = DeltaState()
+        self.etag: str | None = None
+
+    def caught_up(self) -> tuple[dict[str, Any], dict[int, Any]]:
+        headers = {"If-None-Match": self.etag} if self.etag else {}
+        status, answered, body = self.process.get("/api/client/delta", CLIENT_TOKEN, headers=headers)
+        assert status in (200, 304), (status, body)
+        if status == 200:
+            self.state.apply(orjson.loads(body)["events"])
+            self.etag = answered["etag"]
+        return document(self.state.document())
+
+
 def series(proxy: ProxyProcess, prefix: str) -> float:
     """The sum of a series' samples whose line starts with `prefix` (name and labels), read with
     prometheus_client's parser."""
     status, text = proxy.request("GET", "/proxy/internal-backstage/prometheus")
     assert status == 200
+    return samples(text, prefix)
+
+
+def edge_series(process: EdgeProcess, prefix: str) -> float:
+    status, _, text = process.get("/internal-backstage/metrics")
+    assert status == 200
+    return samples(text, prefix)
+
+
+def samples(text: bytes, prefix: str) -> float:
     return sum(
         sample.value
         for family in text_string_to_metric_families(text.decode())
@@ -152,16 +192,21 @@ def test_an_admin_change_shows_up_without_a_poll(readers: Readers) -> None:
     eventually(lambda: proxy_enabled(readers.proxy, "streamed-on"), "POST /proxy sees the change")
     eventually(lambda: proxy_enabled(readers.workers, "streamed-on"), "and with two workers")
     eventually(lambda: edge_enabled(readers.edge, "streamed-on"), "edge's /api/frontend sees the change")
+    eventually(lambda: edge_enabled(readers.edges, "streamed-on"), "and with two workers")
     api.switch("streamed-on", False)
     eventually(lambda: not proxy_enabled(readers.proxy, "streamed-on"), "POST /proxy sees it off")
     eventually(lambda: not proxy_enabled(readers.workers, "streamed-on"), "and with two workers")
     eventually(lambda: not edge_enabled(readers.edge, "streamed-on"), "edge sees it off")
+    eventually(lambda: not edge_enabled(readers.edges, "streamed-on"), "and with two workers")
     assert proxy_fetches(readers.proxy) == 0  # every change came by the stream
     assert series(readers.proxy, "flagproxy_upstream_streaming") == 1
     assert series(readers.proxy, "flagproxy_upstream_stream_events_total[('event', 'unleash-updated')]") >= 2
     # ... and was patched into the served engine (flagproxy/instance/patcher.py), not compiled whole again
     assert series(readers.proxy, "flagproxy_upstream_stream_changes_total[('applied', 'patched')]") >= 2
     assert series(readers.workers, "flagproxy_upstream_stream_changes_total[('applied', 'patched')]") >= 2
+    # Edge relayed them to its workers as events (flagproxy/edge/relayed.py), nothing published whole.
+    for process in (readers.edge, readers.edges):
+        assert edge_series(process, "flagproxy_upstream_stream_changes_total[('applied', 'patched')]") >= 2
 
 
 def test_a_server_restart_misses_nothing(readers: Readers) -> None:
@@ -325,6 +370,10 @@ def test_streamed_state_is_the_full_document(readers: Readers, operations: list[
         (readers.workers.port, "/proxy/client/features", SDK_TOKEN),
         (readers.polling.port, "/proxy/client/features", SDK_TOKEN),
         (readers.edge.port, "/api/client/features", CLIENT_TOKEN),
+        (readers.edges.port, "/api/client/features", CLIENT_TOKEN),
+        # A narrower scope cut from the same feed (every flag here is the default project's).
+        (readers.edge.port, "/api/client/features", DEFAULT_PROJECT_CLIENT_TOKEN),
+        (readers.edges.port, "/api/client/features", DEFAULT_PROJECT_CLIENT_TOKEN),
     ):
         eventually(lambda: served_document(port, path, token) == full, f"the document at {port}{path}")  # noqa: B023
     # ... and answers every flag as the proxy that read it whole.
@@ -334,3 +383,7 @@ def test_streamed_state_is_the_full_document(readers: Readers, operations: list[
     # still answer the last revision, so this one waits (a wrong patched state never comes right).
     eventually(lambda: proxy_answers(readers.workers) == polled, "both workers' answers")
     assert edge_answers(readers.edge) == polled
+    eventually(lambda: edge_answers(readers.edges) == polled, "both edge workers' answers")
+    # The delta log an SDK follows (the upstream's events, with edge's ids) adds up to the same document.
+    for reader in readers.deltas:
+        eventually(lambda: reader.caught_up() == full, f"the delta reader of {reader.process.port}")  # noqa: B023

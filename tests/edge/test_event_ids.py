@@ -58,3 +58,35 @@ def test_ids_fit_the_32_bit_integers_the_sdks_read_them_as() -> None:
     log.record(document())  # the real clock
     log.record(document("a"))
     assert 0 < log.last < 2**31
+
+
+def test_a_streamed_change_takes_the_upstreams_events_with_this_logs_id() -> None:
+    """--streaming (flagproxy/edge/relayed.py): the upstream's events as they came, one new id per change,
+    a flag's old project from what the log held; what changes nothing is left out."""
+    log = ChangeLog(kept=100, started=START - 1)
+    log.record({**document("a"), "segments": [{"id": 1, "constraints": []}]}, now=START)
+    moved = {"name": "a", "enabled": True, "strategies": [], "project": "other"}
+    published = log.streamed(
+        [
+            {"eventId": 7, "type": "feature-updated", "feature": moved},
+            {"eventId": 7, "type": "segment-updated", "segment": {"id": 1, "constraints": []}},  # as held
+            {"eventId": 7, "type": "segment-removed", "segmentId": 1},
+        ],
+        now=START,  # within the second of the hydration: one id ahead of the clock
+    )
+    assert published["eventId"] == START + 1
+    assert [(e["type"], e["eventId"]) for e in published["events"]] == [
+        ("feature-updated", START + 1),
+        ("segment-removed", START + 1),
+    ]
+    assert published["events"][0]["oldProject"] == "default"
+    view = worker_view(published)
+    assert [(e.project, e.old_project) for e in view.events[:1]] == [("other", "default")]
+    # An event that repeats what is held makes no new id; a removal carries the project it was in.
+    repeated = log.streamed([{"type": "feature-updated", "feature": moved}], now=START + 5)
+    assert repeated["eventId"] == START + 1
+    removed = log.streamed([{"type": "feature-removed", "featureName": "a", "project": "x"}], now=START + 5)
+    assert removed["eventId"] == START + 5
+    assert removed["events"][-1] == {
+        "eventId": START + 5, "type": "feature-removed", "featureName": "a", "project": "other",
+    }  # fmt: skip

@@ -1,7 +1,9 @@
 """The official server SDKs, unchanged, following changes through `flagproxy edge`: the Node SDK (npm
 `unleash-client`, pinned in tests/sdk/node/package-lock.json) streaming and polling deltas, and the
 Python SDK (`UnleashClient`, pinned in pyproject.toml) streaming, against an edge reading a real
-`flagproxy server`, and the Node SDK streaming from an edge chained below another edge.
+`flagproxy server` (polling it, or with --streaming reading its stream, each change relayed to the edge's
+workers as events: flagproxy/edge/relayed.py), and the Node SDK streaming from an edge chained below another
+edge.
 
 Each change is made through the server's admin API. The SDK sees every change, in order, and misses
 nothing across a restart of the edge it reads: changes made while that edge is down are seen once it is
@@ -92,9 +94,14 @@ def follow_every_change(
         assert present == created[: len(present)], state  # never a later flag without an earlier one
 
 
-@pytest.fixture
-def through_edge(server: ServerProcess) -> Iterator[RestartableEdge]:
-    reader = RestartableEdge(server.url)
+# How the edge reads the server: polling (its delta log made by comparing documents), or streaming with its
+# polls a minute apart (only the stream brings a change in time; the log is the server's events).
+UPSTREAM = {"polling": (), "streaming": ("--streaming", "--features-refresh-interval-seconds", "60")}
+
+
+@pytest.fixture(params=list(UPSTREAM))
+def through_edge(server: ServerProcess, request: pytest.FixtureRequest) -> Iterator[RestartableEdge]:
+    reader = RestartableEdge(server.url, *UPSTREAM[request.param])
     yield reader
     reader.stop()
 
@@ -120,11 +127,12 @@ def test_node_sdk_sees_every_change_through_edge_in_order(
     node_follows(through_edge, server, mode, tmp_path / "node.log")
 
 
+@pytest.mark.parametrize("upstream", list(UPSTREAM))
 def test_node_sdk_polling_deltas_from_two_workers_sees_every_change_in_order(
-    server: ServerProcess, tmp_path: Path
+    server: ServerProcess, upstream: str, tmp_path: Path
 ) -> None:
     """Each poll of the SDK may land on either worker: both answer with the same event ids."""
-    reader = RestartableEdge(server.url, "--workers", "2")
+    reader = RestartableEdge(server.url, "--workers", "2", *UPSTREAM[upstream])
     try:
         node_follows(reader, server, {"type": "polling", "format": "delta"}, tmp_path / "node.log")
     finally:
