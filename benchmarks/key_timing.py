@@ -6,6 +6,11 @@ wrong keys that differ from a real one in the first byte, in the middle, in the 
 key, in interleaved rounds (so drift of the machine hits every kind alike), and prints the median time per
 check of each kind and its ratio to the first-byte miss. Equal ratios (within noise, about ±2 %) mean the
 time says nothing about how much of a key was right. A naive `==` is timed beside it for comparison.
+
+`Gate.fast` is edge's token lookup (flagproxy/edge/access.py): the header as it arrived, looked up in a
+dict of the headers that passed (a miss goes on to the SHA-256 digest's dict), for a frontend token of the
+same length, a new string each call as each request's header is. Its right key is the hit that answers
+the request, so only its three misses are to be equal.
 """
 
 from __future__ import annotations
@@ -14,22 +19,42 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from types import SimpleNamespace
 
+from flagproxy.edge.access import Gate
+from flagproxy.edge.tokens import FRONTEND, parse_pretrusted, token_key
+from flagproxy.edge.validation import TokenValidator
 from flagproxy.proxy.auth import KeyRing
 
 KEY = "proxy-client-key-" + "k" * 47  # 64 bytes, a realistic random-looking key's length
+TOKEN = "*:development." + "t" * 50  # an edge frontend token of the same length
 
 
-def _variants() -> dict[str, str]:
+def _variants(key: str = KEY) -> dict[str, str]:
     def change(index: int) -> str:
-        return KEY[:index] + ("x" if KEY[index] != "x" else "y") + KEY[index + 1 :]
+        return key[:index] + ("x" if key[index] != "x" else "y") + key[index + 1 :]
 
     return {
         "first byte wrong": change(0),
-        "middle byte wrong": change(len(KEY) // 2),
-        "last byte wrong": change(len(KEY) - 1),
-        "right key": KEY,
+        "middle byte wrong": change(len(key) // 2),
+        "last byte wrong": change(len(key) - 1),
+        "right key": key,
     }
+
+
+def _gate_lookup() -> Callable[[str], object]:
+    """Edge's hot-path lookup with TOKEN passed (what a full check leaves behind), as a route calls it."""
+    token = parse_pretrusted(TOKEN)  # known to the validator without an upstream
+    gate = Gate(SimpleNamespace(validator=TokenValidator(None, None, trusted=[token])))
+    gate.passed[(token_key(TOKEN), FRONTEND)] = "served"  # type: ignore[assignment]
+    fast = gate.fast_for(FRONTEND)
+    assert fast(TOKEN) == "served" and fast(_variants(TOKEN)["last byte wrong"]) is None
+
+    def lookup(value: str) -> object:
+        return fast(value.encode().decode())  # a new str: its hash is computed, as a request's header's is
+
+    return lookup
 
 
 def _time_per_check(check: object, value: str, calls: int) -> float:
@@ -46,10 +71,15 @@ def measure(rounds: int, calls: int) -> dict[str, dict[str, float]]:
         return value == KEY
 
     results: dict[str, dict[str, float]] = {}
-    for name, check in (("KeyRing.accepts", ring.accepts), ("naive ==", naive)):
-        samples: dict[str, list[float]] = {kind: [] for kind in _variants()}
+    checks = (
+        ("KeyRing.accepts", ring.accepts, KEY),
+        ("naive ==", naive, KEY),
+        ("Gate.fast", _gate_lookup(), TOKEN),
+    )
+    for name, check, key in checks:
+        samples: dict[str, list[float]] = {kind: [] for kind in _variants(key)}
         for _ in range(rounds):
-            for kind, value in _variants().items():
+            for kind, value in _variants(key).items():
                 samples[kind].append(_time_per_check(check, value, calls))
         results[name] = {kind: statistics.median(values) for kind, values in samples.items()}
     return results

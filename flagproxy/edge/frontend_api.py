@@ -39,11 +39,11 @@ def _evaluator(edge: EdgeApp, include_disabled: bool, post: bool) -> Handler:
     answer = edge.answer
     route = ("all" if include_disabled else "enabled") + ("-post" if post else "-get")
 
-    fast = edge.gate.fast
+    fast = edge.gate.fast_for(FRONTEND)
     token_header = edge.token_header
 
     async def evaluate(request: Request) -> HTTPResponse:
-        served: Any = fast(request.headers.get(token_header), FRONTEND)
+        served: Any = fast(request.headers.get(token_header))
         if served is None or served.current is None:  # a token not seen yet, or no flags yet
             served = await edge.hydrated(request, FRONTEND)
             if isinstance(served, HTTPResponse):

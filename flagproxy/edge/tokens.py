@@ -3,7 +3,8 @@
 A token's text says its environment and (unless `[]`) its project (flagproxy/tokens.py reads it, the
 same rule as the server's); the upstream's answer to `/edge/validate` says its type and its full project
 list. Secrets are never logged or shown whole (`masked`). The token cache is keyed by the SHA-256 digest
-of the secret (`token_key`), so finding a token is a hash lookup and never a comparison of secret bytes.
+of the secret (`token_key`), so finding a token is a hash lookup and never a comparison of secret bytes
+(the gate in flagproxy/edge/access.py remembers the headers that passed, with the same property).
 """
 
 from __future__ import annotations

@@ -1,13 +1,14 @@
 """Which tokens this edge accepts: a cache of the upstream's answers, negative ones included.
 
-A request's token is looked up by its SHA-256 digest (flagproxy/edge/tokens.py). A token seen for the
-first time is asked about with `POST <upstream>/edge/validate`; concurrent requests with the same new
-token wait for the same answer (single flight), and every new token of one event-loop turn goes in one
-upstream call, so a storm of random tokens costs the upstream one look at each token at most. A token the
-upstream does not list is cached as invalid: asking again would cost the upstream, never change the
-answer until the next revalidation. When the upstream cannot be reached, or answers anything but a 200
-listing the valid tokens, nothing is cached and the request gets 401, as Edge answers an unknown validation
-status; a revalidation then keeps every token as it is.
+A token is looked up by its SHA-256 digest (flagproxy/edge/tokens.py); a request whose header passed
+before is found by the header itself (flagproxy/edge/access.py), still only while the token is here. A
+token seen for the first time is asked about with `POST <upstream>/edge/validate`; concurrent requests
+with the same new token wait for the same answer (single flight), and every new token of one event-loop
+turn goes in one upstream call, so a storm of random tokens costs the upstream one look at each token at
+most. A token the upstream does not list is cached as invalid: asking again would cost the upstream, never
+change the answer until the next revalidation. When the upstream cannot be reached, or answers anything
+but a 200 listing the valid tokens, nothing is cached and the request gets 401, as Edge answers an unknown
+validation status; a revalidation then keeps every token as it is.
 
 Every `--token-revalidation-interval-seconds` all validated tokens are asked about again; a token the
 upstream no longer lists (revoked, expired) stops working then. Pretrusted tokens are never asked about.
