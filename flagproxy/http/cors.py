@@ -11,16 +11,32 @@ from typing import Protocol
 
 
 class CorsSettings(Protocol):
-    """The cors_* options, under these attribute names in each product's settings."""
+    """The cors_* options, under these attribute names in each product's settings (read only: the
+    settings are frozen)."""
 
-    cors_origin: str | tuple[str, ...]
-    cors_credentials: bool
-    cors_exposed_headers: str | None
-    cors_allowed_headers: str | None
-    cors_methods: str
-    cors_max_age: int
-    cors_options_success_status: int
-    cors_preflight_continue: bool
+    @property
+    def cors_origin(self) -> str | tuple[str, ...]: ...
+
+    @property
+    def cors_credentials(self) -> bool: ...
+
+    @property
+    def cors_exposed_headers(self) -> str | None: ...
+
+    @property
+    def cors_allowed_headers(self) -> str | None: ...
+
+    @property
+    def cors_methods(self) -> str: ...
+
+    @property
+    def cors_max_age(self) -> int: ...
+
+    @property
+    def cors_options_success_status(self) -> int: ...
+
+    @property
+    def cors_preflight_continue(self) -> bool: ...
 
 
 class CorsPolicy:

@@ -242,10 +242,10 @@ def _listen_in_each_worker() -> None:
         return
     configure_socket = sanic.mixins.startup.configure_socket
 
-    def shared_socket_unless_reuse_port(settings: dict[str, Any]) -> socket.socket | None:
-        if settings.get("reuse_port"):
+    def shared_socket_unless_reuse_port(server_settings: dict[str, Any]) -> socket.SocketType | None:
+        if server_settings.get("reuse_port"):
             return None  # no shared socket: each worker binds host:port itself, with SO_REUSEPORT
-        return configure_socket(settings)
+        return configure_socket(server_settings)
 
     sanic.mixins.startup.configure_socket = shared_socket_unless_reuse_port
     setattr(sanic.mixins.startup, _PATCHED, True)

@@ -53,9 +53,13 @@ T = TypeVar("T")
 def _keep_engine(store: SnapshotStore, published: Published) -> bool:
     """The same engine (flagproxy/image.py's digest): it and the response cache stay, only the features body
     is new (a copy of its bytes: under a millisecond at 5000 flags). False when the image must be loaded."""
-    return store.install_unchanged(
-        published.image, published.source, revision=published.revision, at_ms=published.published_ms
+    image = published.image
+    if image is None:
+        return False
+    kept = store.install_unchanged(
+        image, published.source, revision=published.revision, at_ms=published.published_ms
     )
+    return kept is not None
 
 
 def install_published(store: SnapshotStore, published: Published, logger: Any) -> bool:

@@ -62,7 +62,7 @@ def build_openapi(base_path: str, key_header: str) -> dict[str, Any]:
     lookup_body = {"content": {"application/json": {"schema": _ref("lookupTogglesSchema")}}}
     all_disabled = {"501": _text("enableAllEndpoint is off.")}
     proxy_tag, server_tag, ops_tag = ["Proxy client"], ["Server-side client"], ["Operational"]
-    secured = [{"apiKey": []}]
+    secured: list[dict[str, list[str]]] = [{"apiKey": []}]
     paths: dict[str, Any] = {
         "/proxy": {
             "get": {

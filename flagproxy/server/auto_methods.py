@@ -9,7 +9,7 @@ drops the body), OPTIONS is an empty 204 naming the path's methods in `Allow`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from functools import partial
 from inspect import isawaitable
 from typing import Any
@@ -59,7 +59,9 @@ def _own(route: Any) -> str:
     return route.name.split(".", 1)[1] if "." in route.name else route.name
 
 
-def _auto(handler: Callable[..., Awaitable[HTTPResponse]]) -> Callable[..., Awaitable[HTTPResponse]]:
+def _auto(
+    handler: Callable[..., Coroutine[Any, Any, HTTPResponse]],
+) -> Callable[..., Coroutine[Any, Any, HTTPResponse]]:
     handler.__auto_handler__ = True  # type: ignore[attr-defined]  # sanic-ext's mark: not in the OpenAPI document
     return handler
 

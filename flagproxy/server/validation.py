@@ -128,7 +128,9 @@ def json_body(
     check = _Check(model, wrap_list, stored)
 
     def decorate(handler: Handler) -> Handler:
-        validated = validate(json=check)(handler)
+        # sanic-ext calls a validator with request, data and handler_kwargs (_Check.__call__); its annotation
+        # names only the older one-argument form.
+        validated = validate(json=check)(handler)  # type: ignore[arg-type]
 
         @functools.wraps(handler)
         async def with_content_type(request: Request, *args: Any, **kwargs: Any) -> Any:

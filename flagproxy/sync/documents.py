@@ -187,7 +187,7 @@ def _event(value: Any, path: str) -> None:
         raise _wrong(value, path, "an object")
     kind = value.get("type")
     _string(kind, f"{path}.type")
-    check = _EVENTS.get(kind)
+    check = _EVENTS.get(str(kind))
     if check is not None:
         check(value, path)
 
@@ -231,5 +231,7 @@ def flag_count(payload: dict[str, Any]) -> int:
     """How many flags a features document holds (a delta document: those of its hydration events)."""
     if isinstance(payload.get("features"), list):
         return len(payload["features"])
-    events = payload.get("events") if isinstance(payload.get("events"), list) else []
+    events = payload.get("events")
+    if not isinstance(events, list):
+        return 0
     return sum(len(e.get("features") or []) for e in events if isinstance(e, dict))

@@ -19,7 +19,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode, urlsplit
-from urllib.request import proxy_bypass_environment
+from urllib.request import proxy_bypass_environment  # type: ignore[attr-defined]  # in the module, not its stubs
 
 import aiohttp
 import orjson
@@ -189,7 +189,7 @@ class UpstreamClient:
         if self._session is None or self._session.closed:
             context = self.config.ssl_context
             connector = aiohttp.TCPConnector(
-                ssl=context if context is not None else None if self.config.verify_tls else False
+                ssl=context if context is not None else self.config.verify_tls  # True: aiohttp's checks
             )
             self._session = aiohttp.ClientSession(
                 connector=connector,

@@ -7,7 +7,7 @@ switch moved, so the page never reloads for either."""
 
 from __future__ import annotations
 
-from typing import get_args
+from typing import Any, get_args
 
 from sanic import Blueprint, HTTPResponse, Request
 
@@ -35,11 +35,11 @@ async def projects(request: Request) -> HTTPResponse:
     return await html(request, "projects.html", projects=rows, counts=counts)
 
 
-def _table_context(request: Request, project_id: str) -> dict[str, object]:
+def _table_context(request: Request, project_id: str) -> dict[str, Any]:
     """The flags of the table, filtered as the search form says (the name anywhere, any case)."""
     wanted = (request.args.get("q") or "").strip().lower()
     if request.args.get("tag"):
-        tags = tag_filter(request)  # type:value, as the admin API's filter; a bad one is a 400 message
+        tags = tag_filter(request)  # "tag=<type>:<value>", as the admin API's filter; a bad one is a 400
     else:
         tags = ()
     with request.app.ctx.db.transaction(read_only=True) as tx:

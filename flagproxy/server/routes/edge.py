@@ -83,6 +83,6 @@ async def metrics_bulk(request: Request, body: BulkBody) -> HTTPResponse:
     with transaction(request) as tx:
         for application in body.applications:
             usage_rows.register_application(tx, application_row(application, environment), now_iso())
-        for app_name, counts in sorted(by_app.items()):
-            record_usage(tx, environment, app_name, counts)
+        for app_name, app_counts in sorted(by_app.items()):
+            record_usage(tx, environment, app_name, app_counts)
     return empty(202)

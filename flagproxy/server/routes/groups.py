@@ -57,11 +57,11 @@ async def create_group(request: Request, body: GroupBody) -> HTTPResponse:
 @openapi.summary("A group")
 @openapi.tag("Groups")
 async def get_group(request: Request, group_id: str) -> HTTPResponse:
-    group_id = path_id(group_id, "group")
+    group_number = path_id(group_id, "group")
     with transaction(request) as tx:
-        row = access_rows.group(tx, group_id)
+        row = access_rows.group(tx, group_number)
         if row is None:
-            raise NotFound(f"Could not find group with id {group_id}")
+            raise NotFound(f"Could not find group with id {group_number}")
         shown = access_rows.group_json(tx, row)
     return json_response(shown)
 
@@ -71,21 +71,24 @@ async def get_group(request: Request, group_id: str) -> HTTPResponse:
 @openapi.tag("Groups")
 @json_body(GroupBody)
 async def update_group(request: Request, group_id: str, body: GroupBody) -> HTTPResponse:
-    group_id = path_id(group_id, "group")
+    group_number = path_id(group_id, "group")
     with transaction(request) as tx:
-        if access_rows.group(tx, group_id) is None:
-            raise NotFound(f"Could not find group with id {group_id}")
+        if access_rows.group(tx, group_number) is None:
+            raise NotFound(f"Could not find group with id {group_number}")
         other = access_rows.group_by_name(tx, body.name)
-        if other is not None and other["id"] != group_id:
+        if other is not None and other["id"] != group_number:
             raise NameExists(f"A group named {body.name} already exists")
         ids = _member_ids(tx, body)
-        access_rows.update_group(tx, group_id, body.name, body.description)
-        access_rows.set_members(tx, group_id, ids)
-        row = access_rows.group(tx, group_id)
+        access_rows.update_group(tx, group_number, body.name, body.description)
+        access_rows.set_members(tx, group_number, ids)
+        row = access_rows.group(tx, group_number)
         assert row is not None
         shown = access_rows.group_json(tx, row)
         events.record(
-            tx, "group-updated", request.ctx.caller.name, {"id": group_id, "name": body.name, "users": ids}
+            tx,
+            "group-updated",
+            request.ctx.caller.name,
+            {"id": group_number, "name": body.name, "users": ids},
         )
     return json_response(shown)
 
@@ -94,9 +97,9 @@ async def update_group(request: Request, group_id: str, body: GroupBody) -> HTTP
 @openapi.summary("Delete a group (its project roles end with it)")
 @openapi.tag("Groups")
 async def delete_group(request: Request, group_id: str) -> HTTPResponse:
-    group_id = path_id(group_id, "group")
+    group_number = path_id(group_id, "group")
     with transaction(request) as tx:
-        if not access_rows.delete_group(tx, group_id):
-            raise NotFound(f"Could not find group with id {group_id}")
-        events.record(tx, "group-deleted", request.ctx.caller.name, {"id": group_id})
+        if not access_rows.delete_group(tx, group_number):
+            raise NotFound(f"Could not find group with id {group_number}")
+        events.record(tx, "group-deleted", request.ctx.caller.name, {"id": group_number})
     return empty(200)

@@ -131,11 +131,11 @@ async def create_role(request: Request, body: RoleBody) -> HTTPResponse:
 @openapi.summary("A role and its permissions")
 @openapi.tag("Roles")
 async def get_role(request: Request, role_id: str) -> HTTPResponse:
-    role_id = path_id(role_id, "role")
+    role_number = path_id(role_id, "role")
     with transaction(request) as tx:
-        row = access_rows.role(tx, role_id)
+        row = access_rows.role(tx, role_number)
         if row is None:
-            raise NotFound(f"Could not find role with id {role_id}")
+            raise NotFound(f"Could not find role with id {role_number}")
         shown = _detail(tx, row)
     return json_response(shown)
 
@@ -145,21 +145,21 @@ async def get_role(request: Request, role_id: str) -> HTTPResponse:
 @openapi.tag("Roles")
 @json_body(RoleBody)
 async def update_role(request: Request, role_id: str, body: RoleBody) -> HTTPResponse:
-    role_id = path_id(role_id, "role")
+    role_number = path_id(role_id, "role")
     with transaction(request) as tx:
-        row = _editable(tx, role_id)
+        row = _editable(tx, role_number)
         role_type = row["type"] if body.type is None else _role_type(body)
-        if role_type != row["type"] and access_rows.role_in_use(tx, role_id):
+        if role_type != row["type"] and access_rows.role_in_use(tx, role_number):
             raise ValidationFailed("type", "a role in use cannot change between root and project")
         permissions = _permissions(body, role_type)
         other = access_rows.role_by_name(tx, body.name)
-        if other is not None and other["id"] != role_id:
+        if other is not None and other["id"] != role_number:
             raise NameExists(f"There already exists a role with the name {body.name}")
-        access_rows.update_role(tx, role_id, body.name, role_type, body.description or "")
-        access_rows.set_permissions(tx, role_id, permissions)
-        updated = access_rows.role(tx, role_id)
+        access_rows.update_role(tx, role_number, body.name, role_type, body.description or "")
+        access_rows.set_permissions(tx, role_number, permissions)
+        updated = access_rows.role(tx, role_number)
         assert updated is not None
-        events.record(tx, "role-updated", request.ctx.caller.name, {"id": role_id, "name": body.name})
+        events.record(tx, "role-updated", request.ctx.caller.name, {"id": role_number, "name": body.name})
     return json_response({"version": 1, "roles": access_rows.role_json(updated)})
 
 
@@ -167,11 +167,11 @@ async def update_role(request: Request, role_id: str, body: RoleBody) -> HTTPRes
 @openapi.summary("Delete a custom role that nobody holds")
 @openapi.tag("Roles")
 async def delete_role(request: Request, role_id: str) -> HTTPResponse:
-    role_id = path_id(role_id, "role")
+    role_number = path_id(role_id, "role")
     with transaction(request) as tx:
-        row = _editable(tx, role_id)
-        if access_rows.role_in_use(tx, role_id):
+        row = _editable(tx, role_number)
+        if access_rows.role_in_use(tx, role_number):
             raise NameExists(f"The role {row['name']} is in use: take it from every user and group first")
-        access_rows.delete_role(tx, role_id)
-        events.record(tx, "role-deleted", request.ctx.caller.name, {"id": role_id, "name": row["name"]})
+        access_rows.delete_role(tx, role_number)
+        events.record(tx, "role-deleted", request.ctx.caller.name, {"id": role_number, "name": row["name"]})
     return empty(200)

@@ -116,9 +116,9 @@ async def create_user(request: Request, body: CreateUserBody) -> HTTPResponse:
 @openapi.summary("A user")
 @openapi.tag("Users")
 async def get_user(request: Request, user_id: str) -> HTTPResponse:
-    user_id = path_id(user_id, "user")
+    user_number = path_id(user_id, "user")
     with transaction(request) as tx:
-        row = _user_or_404(tx, user_id)
+        row = _user_or_404(tx, user_number)
     return json_response(people.user_json(row))
 
 
@@ -127,11 +127,11 @@ async def get_user(request: Request, user_id: str) -> HTTPResponse:
 @openapi.tag("Users")
 @json_body(UpdateUserBody)
 async def update_user(request: Request, user_id: str, body: UpdateUserBody) -> HTTPResponse:
-    user_id = path_id(user_id, "user")
+    user_number = path_id(user_id, "user")
     with transaction(request) as tx:
-        _user_or_404(tx, user_id)
+        _user_or_404(tx, user_number)
         root_role = None if body.rootRole is None else _root_role(tx, body.rootRole)
-        _unique(tx, body.email, body.username, except_id=user_id)
+        _unique(tx, body.email, body.username, except_id=user_number)
         changes: dict[str, object] = {}
         if body.email is not None:
             changes.update(email=body.email, email_key=body.email.lower())
@@ -141,10 +141,10 @@ async def update_user(request: Request, user_id: str, body: UpdateUserBody) -> H
             changes["username"] = body.username
         if root_role is not None:
             changes["root_role"] = root_role
-        people.update_user(tx, user_id, changes)
-        row = _user_or_404(tx, user_id)
+        people.update_user(tx, user_number, changes)
+        row = _user_or_404(tx, user_number)
         shown = {k: v for k, v in changes.items() if k != "email_key"}
-        events.record(tx, "user-updated", _caller(request).name, {"id": user_id, **shown})
+        events.record(tx, "user-updated", _caller(request).name, {"id": user_number, **shown})
     return json_response(people.user_json(row))
 
 
@@ -152,11 +152,11 @@ async def update_user(request: Request, user_id: str, body: UpdateUserBody) -> H
 @openapi.summary("Delete a user (their sessions and personal access tokens end with them)")
 @openapi.tag("Users")
 async def delete_user(request: Request, user_id: str) -> HTTPResponse:
-    user_id = path_id(user_id, "user")
+    user_number = path_id(user_id, "user")
     with transaction(request) as tx:
-        if not people.delete_user(tx, user_id):
-            raise NotFound(f"Could not find user with id {user_id}")
-        events.record(tx, "user-deleted", _caller(request).name, {"id": user_id})
+        if not people.delete_user(tx, user_number):
+            raise NotFound(f"Could not find user with id {user_number}")
+        events.record(tx, "user-deleted", _caller(request).name, {"id": user_number})
     return empty(200)
 
 
@@ -214,6 +214,7 @@ async def login(request: Request, body: LoginBody) -> HTTPResponse:
     if failed:
         # One answer for an unknown user and a wrong password: nothing says which part was wrong.
         raise AuthenticationRequired("The username or password is wrong.")
+    assert row is not None  # the signed-in user's row, read again after the session was made
     response = json_response(people.user_json(row, permissions=permissions))
     secure = request.app.ctx.scheme(request) == "https"
     max_age = int(SESSION_LIFETIME.total_seconds())
@@ -275,11 +276,11 @@ async def create_token(request: Request, body: CreatePersonalTokenBody) -> HTTPR
 @openapi.summary("Delete one of the signed-in user's personal access tokens")
 @openapi.tag("Personal access tokens")
 async def delete_token(request: Request, token_id: str) -> HTTPResponse:
-    token_id = path_id(token_id, "personal access token")
+    token_number = path_id(token_id, "personal access token")
     caller = _caller(request)
     assert caller.user_id is not None
     with transaction(request) as tx:
-        if not people.delete_personal_token(tx, caller.user_id, token_id):
-            raise NotFound(f"You have no personal access token with id {token_id}")
-        events.record(tx, "pat-deleted", caller.name, {"id": token_id, **describe(caller)})
+        if not people.delete_personal_token(tx, caller.user_id, token_number):
+            raise NotFound(f"You have no personal access token with id {token_number}")
+        events.record(tx, "pat-deleted", caller.name, {"id": token_number, **describe(caller)})
     return empty(200)
