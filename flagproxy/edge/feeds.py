@@ -104,6 +104,9 @@ class Feeds:
         # Each feed's delta log (flagproxy/edge/changes.py), published with its documents.
         self.kept_events = kept_events
         self.changes: dict[Scope, ChangeLog] = {}
+        # Feeds kept by streaming (flagproxy/edge/relayed.py): their documents say so, so that only their
+        # served scopes keep a whole revision's document for the changes relayed on it.
+        self.streamed: set[Scope] = set()
         self.persistence = persistence
         # Features documents refused whole, by reason (flagproxy/sync/documents.py): served at
         # /internal-backstage/metrics as flagproxy_refused_documents_total, as the proxy does.
@@ -195,7 +198,8 @@ class Feeds:
         """`log`: the feed's delta log after this document (ChangeLog.record), published with it."""
         changes = self.change_log(feed)
         published = document if document is not None else orjson.dumps(payload)
-        self.feeds[feed].publish(published, source, image, extra={"delta": log})
+        extra = {"delta": log, "streamed": True} if feed in self.streamed else {"delta": log}
+        self.feeds[feed].publish(published, source, image, extra=extra)
         self.flags[feed] = flag_count(payload)
         self.hydrated[feed].set()
         if save and self.persistence is not None:

@@ -12,7 +12,9 @@ per feed (`events-<scope key>.json` beside the feed's file):
   is the one streaming, so the upstream scoped them already) and relayed with that log in the events
   file's header. The persistence backend gets the state at most once a second (`SAVE_SECONDS`).
 - A worker (flagproxy/edge/scopes.py): each served scope cut from the feed is a `RelayedChanges` of its
-  own, on the feed's last whole revision: a scope of the feed's projects patches the events as they
+  own, on the feed's last whole revision (a streamed feed's documents say `streamed` in their header: only
+  their scopes keep a copy of the document until the first relayed change parses it; a polling edge's
+  keep nothing more): a scope of the feed's projects patches the events as they
   are, a narrower one its cut of the base with the events narrowed to its projects (`narrower`); then the
   feed's log is read from the header and its new events go to the worker's open streams.
 """
@@ -37,6 +39,7 @@ class FeedRelay(EventRelay):
         super().__init__(feeds.feeds[scope], events_file(scope))
         self.feeds = feeds
         self.scope = scope
+        feeds.streamed.add(scope)
         self._saving: asyncio.TimerHandle | None = None
 
     def extra(self, events: list[Any]) -> dict[str, Any]:

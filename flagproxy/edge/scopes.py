@@ -93,7 +93,8 @@ class ServedScope:
                 installed = False
         if installed:
             self.event_id = published_event_id(published.extra)
-            self.relayed.based(published)
+            if isinstance(published.extra, Mapping) and published.extra.get("streamed"):
+                self.relayed.based(published)  # changes relayed on it come (it keeps a copy of the document)
         self.prefixed.clear()
         self.hydrations.clear()
         return installed
