@@ -296,6 +296,33 @@ def test_event_ids_go_on_across_a_restart(
     assert int(new_etag.strip('"')) > int(etag.strip('"'))
 
 
+def test_each_change_reaches_the_backup_with_its_event_id(
+    start: Callable[..., EdgeProcess], api: Api, tmp_path: Path
+) -> None:
+    """Polling, each new document is written as it comes; streaming, a change relayed to the workers
+    (flagproxy/edge/relayed.py) reaches the backup within about a second, with the log's last id."""
+    process = start("--backup-folder", str(tmp_path), tokens=(CLIENT_TOKEN,))
+    _, etag, _ = delta(process)
+    name = unique("backed-up")
+    api.create_feature(name)
+    etag, _ = next_delta(process, etag)
+
+    def backed_up() -> bool:
+        for path in tmp_path.glob("flagproxy-backup-edge-*.json"):
+            saved = orjson.loads(path.read_bytes())
+            if not isinstance(saved, dict) or "eventId" not in saved:
+                continue  # the tokens' file
+            names = {feature["name"] for feature in saved["features"]["features"]}
+            if name in names and f'"{saved["eventId"]}"' == etag:
+                return True
+        return False
+
+    deadline = time.monotonic() + WAIT
+    while not backed_up():
+        assert time.monotonic() < deadline, "the change never reached the backup"
+        time.sleep(0.1)
+
+
 def test_an_edge_restarted_within_a_second_of_a_change_hydrates_a_reader_of_its_last_run(
     start: Callable[..., EdgeProcess], api: Api
 ) -> None:
