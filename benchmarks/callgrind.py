@@ -145,13 +145,16 @@ def count(
     program: list[str] | None = None,
     path: str | None = None,
     connections: int = 1,
+    cwd: Path | None = None,
 ) -> Counted:
     """Run `flagproxy <command>` under callgrind (`env`: its environment; TMPDIR is set to `work`),
     listening on `port`; once `health` answers 200, warm it with 100 requests of `workload`, wait for the
     one-off work they leave (a series file's first keys, at the next hand-off and flush: it would otherwise
     land in the idle phase and be taken out of every request), then count an idle phase of `idle` seconds
     and `requests` requests. `program` runs `python <program>` instead of flagproxy (the bare Sanic
-    ceiling), and `path` sends the requests there instead of to the scenario's path."""
+    ceiling), and `path` sends the requests there instead of to the scenario's path. `cwd`: where the process
+    runs; give the source tree measured, as `python -c` puts the working directory first on sys.path, ahead
+    of PYTHONPATH (run from another checkout, that checkout's flagproxy would be the one counted)."""
     prefix = str(work / f"callgrind.{label}")
     python = program if program is not None else ["-c", LAUNCH, str(dilation), *command]
     full = [
@@ -159,7 +162,9 @@ def count(
         sys.executable, *python,
     ]  # fmt: skip
     log = open(work / f"{label}.log", "wb")  # noqa: SIM115 (closed below, after the process)
-    process = subprocess.Popen(full, env={**env, "TMPDIR": str(work)}, stdout=log, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        full, env={**env, "TMPDIR": str(work)}, stdout=log, stderr=subprocess.STDOUT, cwd=cwd
+    )
     try:
         wait_http(port, health, 300)
         send(port, workload, 0, 100, path)  # warm: code paths, caches, the allocator's arenas

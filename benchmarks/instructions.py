@@ -61,6 +61,7 @@ def measure(label: str, tree: Path, upstream_port: int, args: argparse.Namespace
         requests=args.requests,
         idle=args.idle,
         dilation=args.dilation,
+        cwd=tree,  # else the working directory's flagproxy, ahead of PYTHONPATH, is the one counted
     )
 
 
