@@ -33,6 +33,8 @@ def features(edge: EdgeApp) -> Handler:
         if isinstance(served, HTTPResponse):
             return served
         snapshot = served.current
+        if snapshot is None:  # `hydrated` answered 503 for a scope without one; a scope never loses it
+            return edge.not_ready(request)
         prefix = request.args.get("namePrefix")
         if prefix:
             body, etag = served.with_prefix(snapshot, prefix)
@@ -47,7 +49,10 @@ def feature(edge: EdgeApp) -> Handler:
         served = await edge.hydrated(request, CLIENT)
         if isinstance(served, HTTPResponse):
             return served
-        found = served.feature(served.current, name)
+        snapshot = served.current
+        if snapshot is None:
+            return edge.not_ready(request)
+        found = served.feature(snapshot, name)
         if found is None:
             return edge.json(request, orjson.dumps({"error": f"Feature {name!r} not found"}), 404)
         return edge.json(request, orjson.dumps(found))

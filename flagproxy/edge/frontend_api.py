@@ -105,6 +105,8 @@ def one_feature(edge: EdgeApp) -> Handler:
         if isinstance(served, HTTPResponse):
             return served
         snapshot = served.current
+        if snapshot is None:  # `hydrated` answered 503 for a scope without one; a scope never loses it
+            return edge.not_ready(request)
         try:
             context = (
                 _post_context(request.body)

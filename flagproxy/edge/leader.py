@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import orjson
@@ -218,7 +218,7 @@ class Revocations:
     """A worker's watch on the leader's `revoked` file (flagproxy/instance/follower.py calls `load` with the
     feeds' files): when it changes, the worker asks the leader again about every token it knows."""
 
-    def __init__(self, directory: str, revalidate: Callable[[], Awaitable[Any]]) -> None:
+    def __init__(self, directory: str, revalidate: Callable[[], Coroutine[Any, Any, Any]]) -> None:
         self.path = revocations_path(directory)
         self.revalidate = revalidate
         self.stamp = self._stamp()

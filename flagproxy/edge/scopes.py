@@ -184,7 +184,7 @@ class Scopes:
         for feed in read_index(self.directory) or ():
             if feed not in self.feeds:
                 publication = Publication(self.directory, feed_file(feed))
-                self.feeds[feed] = FollowedDocument(publication, lambda p, feed=feed: self._install(feed, p))
+                self.feeds[feed] = FollowedDocument(publication, functools.partial(self._install, feed))
                 self.relays[feed] = FollowedDocument(
                     Publication(self.directory, events_file(feed)),
                     functools.partial(self._relayed, feed),
