@@ -3,6 +3,7 @@
     python -m benchmarks.apply_cost [--flags 5000] [--changes 20]            # as served: patched in
     python -m benchmarks.apply_cost --whole [--flags 5000] [--changes 20]    # published whole (the before)
     python -m benchmarks.apply_cost --relayed [--flags 5000] [--changes 20]  # --workers N: a worker's loop
+    python -m benchmarks.apply_cost --edge [--flags 5000] [--changes 20]     # edge --streaming --workers 1
     python -m benchmarks.apply_cost --patch [--flags 5000] [--changes 20]
 
 Default: the path `proxy --streaming --workers 1` takes once it serves the engine built from the streamed
@@ -15,6 +16,13 @@ Loop CPU per change as `time.thread_time`, then the longest hold of a probe tick
 event applied to the held state and the changed flag compiled and patched into the engine
 (`IncrementalEngine.apply`), then what serving the patched engine needs besides (the features body joined by
 `DocumentEncoder` and a `ServedSnapshot` with its ETag), each as `time.thread_time` of this thread.
+
+`--edge`: `flagproxy edge --streaming --workers 1`, whose leader and worker share the serving loop
+(flagproxy/edge/relayed.py): per change the leader's `FeedRelay` (the event applied to the stream's state,
+the feed's delta log appended, the events file written with the log) and then the worker's `Scopes` (the
+events file read in a thread, `RelayedChanges` patching it into the served scope of the feed's token, the
+new delta events offered to the worker's streams, none open). Loop CPU is the whole of that; the first
+change (the served scope parses the whole revision's document in a thread) is reported apart.
 
 `--whole`: the path every change took before the patcher (and a change still takes while no engine is
 adopted). With one worker the sync and the follower share the serving loop. This runs their path for each
@@ -47,6 +55,11 @@ from typing import Any
 from benchmarks.datasets import snapshot_payload
 from flagproxy.compiler.delta import DeltaState
 from flagproxy.compiler.incremental import IncrementalEngine
+from flagproxy.edge.feeds import Feeds
+from flagproxy.edge.relayed import FeedRelay
+from flagproxy.edge.scopes import Scopes
+from flagproxy.edge.tokens import ALL_PROJECTS, CLIENT, EdgeToken
+from flagproxy.http.delta import Batch, Streams
 from flagproxy.instance.compiler import ImageCompiler
 from flagproxy.instance.follower import FollowedDocument, install_published, install_published_stepwise
 from flagproxy.instance.patcher import PATCHED, ServedPatcher
@@ -121,16 +134,22 @@ async def _rounds(
     return results
 
 
+def _hydration(payload: dict[str, Any]) -> tuple[DeltaState, DocumentEncoder]:
+    """A stream's state and encoder after its hydration of `payload`."""
+    state, encoder = DeltaState(), DocumentEncoder()
+    hydration = [{"eventId": 1, "type": "hydration", **payload}]
+    state.apply(hydration)
+    encoder.note(hydration)
+    return state, encoder
+
+
 async def _hydrated(
     flags: int, folder: str, store: SnapshotStore, compiler: ImageCompiler
 ) -> tuple[dict[str, Any], DeltaState, DocumentEncoder, Publication]:
     """The hydration published whole (compiled apart) into `folder`, its image not yet loaded."""
     payload = snapshot_payload(flags)
     publication = Publication(folder)
-    state, encoder = DeltaState(), DocumentEncoder()
-    hydration = [{"eventId": 1, "type": "hydration", **payload}]
-    state.apply(hydration)
-    encoder.note(hydration)
+    state, encoder = _hydration(payload)
     document = encoder.document(state)
     publication.publish(document, "upstream", (await compiler.compile(document)).image)
     return payload, state, encoder, publication
@@ -187,6 +206,47 @@ async def measure_served(flags: int, changes: int, folder: str) -> Results:
     return {**results, **await _rounds(state, payload, changes, 0.05, patched)}
 
 
+async def _relayed_rounds(
+    relay: EventRelay,
+    state: DeltaState,
+    encoder: DocumentEncoder,
+    payload: dict[str, Any],
+    changes: int,
+    follow: Callable[[], Awaitable[bool]],
+    worker_only: bool,
+) -> Results:
+    """Each change through the leader's `relay` (applied, relayed in its events file) and then the
+    worker's `follow` (the file read in a thread, patched in). `worker_only`: the worker's share of the
+    loop CPU (with N workers the leader runs in another process), else the whole step (one worker: the
+    leader and the worker share the loop). The first change, which parses the base, reported apart."""
+    worker_cpu: list[float] = []
+
+    async def relayed_change(events: list[dict[str, Any]]) -> None:
+        assert relay.apply(state, events) == PATCHED
+        encoder.note(events)
+        relay.serve(encoder.parts(state), events)
+        worker = time.thread_time()
+        assert await follow()
+        worker_cpu.append(time.thread_time() - worker)
+
+    described = {**payload["features"][0], "x": 1}
+    first = time.thread_time()
+    await relayed_change([{"eventId": 1, "type": "feature-updated", "feature": described}])
+    first = time.thread_time() - first
+    rounds = await _rounds(state, payload, changes, 0.05, relayed_change)
+    # The worker's share of each change's loop CPU (the first round's changes).
+    workers = {
+        kind: [(worker_cpu[1 + 2 * i + k], 0.0) for i in range(changes)] for k, kind in enumerate(rounds)
+    }
+    if worker_only:
+        first = worker_cpu[0]
+        for kind in rounds:
+            rounds[kind] = [(w[0], r[1]) for w, r in zip(workers[kind], rounds[kind], strict=True)]
+        return {"first change (parses the base)": [(first, 0.0)], **rounds}
+    parts = {f"{kind}, worker's part": runs for kind, runs in workers.items()}
+    return {"first change (parses the base)": [(first, 0.0)], **rounds, **parts}
+
+
 async def measure_relayed(flags: int, changes: int, folder: str) -> Results:
     """`--workers N`: the leader's EventRelay writes each change to events.json; the time is one worker's
     loop (RelayedChanges through `follow`: the file read in a thread, then parsed and patched in)."""
@@ -204,24 +264,40 @@ async def measure_relayed(flags: int, changes: int, folder: str) -> Results:
         return installed
 
     FollowedDocument(publication, whole).load()
-    worker_cpu: list[float] = []
+    return await _relayed_rounds(relay, state, encoder, payload, changes, relayed.followed.follow, True)
 
-    async def relayed_change(events: list[dict[str, Any]]) -> None:
-        assert relay.apply(state, events) == PATCHED
-        encoder.note(events)
-        relay.serve(encoder.parts(state), events)
-        worker = time.thread_time()
-        assert await relayed.followed.follow()
-        worker_cpu.append(time.thread_time() - worker)
 
-    described = {**payload["features"][0], "x": 1}
-    await relayed_change([{"eventId": 1, "type": "feature-updated", "feature": described}])
-    rounds = await _rounds(state, payload, changes, 0.05, relayed_change)
-    # The worker's share of each change's loop CPU (the leader runs in another process with N workers).
-    for i in range(changes):
-        for k, kind in enumerate(rounds):
-            rounds[kind][i] = (worker_cpu[1 + 2 * i + k], rounds[kind][i][1])
-    return {"first change (parses the base)": [(worker_cpu[0], 0.0)], **rounds}
+async def measure_edge(flags: int, changes: int, folder: str) -> Results:
+    """`edge --streaming --workers 1`: the leader's FeedRelay (the state applied, the feed's delta log
+    appended, its events file written) and the worker's Scopes on the same loop (the events file read in
+    a thread, patched into the served scope as scopes.py wires it, the new delta events offered to the
+    worker's Streams). The hydration published whole by Feeds first, as a streamed feed's."""
+    feeds, feed = Feeds(folder, _Quiet()), ("development", (ALL_PROJECTS,))
+    feeds.add_feed(feed)
+    relay = FeedRelay(feeds, feed)  # before the hydration: its document says `streamed`
+    payload = snapshot_payload(flags)
+    state, encoder = _hydration(payload)
+    assert feeds.publish(feed, payload)
+    feeds.close()
+    relay.published(state)
+    streams, offered = Streams(10), list[int]()
+
+    def offer(batch: Batch) -> None:
+        offered.append(len(batch.events))
+        streams.offer(batch)
+
+    scopes = Scopes(folder, _Quiet(), offer)
+    for followed in scopes.documents():  # as the worker's follower: the feed's revision and its log
+        followed.load()
+    served = scopes.serve(EdgeToken("bench", feed[0], feed[1], CLIENT, "validated"))
+    assert served is not None
+    results = await _relayed_rounds(
+        relay, state, encoder, payload, changes, scopes.relays[feed].follow, False
+    )
+    # Each change reached the served scope at the leader's revision, and its streams as one event.
+    assert served.current is not None and served.current.revision == relay.publication.revision
+    assert offered == [1] * (1 + 4 * changes), offered
+    return results
 
 
 def measure_patch(flags: int, changes: int) -> dict[str, list[float]]:
@@ -256,6 +332,7 @@ def main() -> None:
     parser.add_argument("--patch", action="store_true", help="the incremental patch path alone")
     parser.add_argument("--whole", action="store_true", help="each change published whole (the before)")
     parser.add_argument("--relayed", action="store_true", help="--workers N: leader relays, a worker patches")
+    parser.add_argument("--edge", action="store_true", help="edge --streaming --workers 1: relay and scope")
     args = parser.parse_args()
     if args.patch:
         print(f"{args.flags} flags, {args.changes} flags switched, patched in (CPU of this thread)")
@@ -265,15 +342,17 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="apply-cost-") as folder:
         run = measure if args.whole else measure_relayed if args.relayed else measure_served
+        run = measure_edge if args.edge else run
         results = asyncio.run(run(args.flags, args.changes, folder))
     path = "--workers 1, published whole" if args.whole else "--workers 1, patched in"
     path = "--workers N, relayed: a worker's loop" if args.relayed else path
+    path = "edge --streaming --workers 1: leader and worker on one loop" if args.edge else path
     print(f"{args.flags} flags, {args.changes} changes of each kind, {path}")
     for kind, runs in results.items():
         cpu = sorted(run[0] * 1000 for run in runs)
         held = sorted(run[1] * 1000 for run in runs)
         print(
-            f"{kind:>20}: loop CPU median {statistics.median(cpu):.1f} ms "
+            f"{kind:>33}: loop CPU median {statistics.median(cpu):.1f} ms "
             f"(min {cpu[0]:.1f}, max {cpu[-1]:.1f}); "
             f"longest hold median {statistics.median(held):.1f} ms (max {held[-1]:.1f})"
         )
