@@ -224,7 +224,7 @@ async def _relayed_rounds(
     async def relayed_change(events: list[dict[str, Any]]) -> None:
         assert relay.apply(state, events) == PATCHED
         encoder.note(events)
-        relay.serve(encoder.parts(state), events)
+        relay.serve(encoder.parts(state) if relay.serves_body else None, events)  # as the stream does
         worker = time.thread_time()
         assert await follow()
         worker_cpu.append(time.thread_time() - worker)

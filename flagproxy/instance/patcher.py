@@ -44,6 +44,8 @@ WHOLE = "whole"  # applied to the state, the engine dropped: the caller publishe
 
 
 class ServedPatcher:
+    serves_body = True  # `serve` swaps in the body's pieces the stream hands it
+
     def __init__(
         self,
         store: SnapshotStore,

@@ -41,6 +41,8 @@ MAX_BATCHES = 100  # relayed changes on one whole revision before the next is pu
 class EventRelay:
     """The leader's side: the patcher interface StreamingSync calls (flagproxy/sync/stream.py)."""
 
+    serves_body = False  # `serve` relays the events: the stream need not build the body's pieces for it
+
     def __init__(self, publication: Publication, name: str = EVENTS) -> None:
         self.publication = publication
         self.events = Publication(publication.directory, name)

@@ -311,7 +311,9 @@ class StreamingSync:
         if outcome == "patched":
             self._observe("stream_change", "patched")
             self._version += 1
-            self.patcher.serve(self.encoder.parts(self.state), events)
+            # A relay hands the events on and each worker builds its own body: none made here for it.
+            parts = self.encoder.parts(self.state) if self.patcher.serves_body else None
+            self.patcher.serve(parts, events)
             if self.on_patched is not None:
                 self.on_patched()
         self._changed_whole(outcome == "whole")

@@ -40,3 +40,20 @@ def test_the_joined_document_is_the_full_encode_after_random_events() -> None:
         if rng.random() < 0.5:  # a publish now and then: what it kept must not go stale in between
             assert encoder.document(state) == orjson.dumps(state.document())
     assert encoder.document(state) == orjson.dumps(state.document())
+
+
+def test_many_changes_between_two_publishes_are_all_in_the_next() -> None:
+    # The encoder lists the flags noted since its last publish; more notes than it holds flags start it
+    # over (everything encoded at the next publish) instead of a list that grows without one.
+    payload = snapshot_payload(10)
+    state, encoder = DeltaState(), DocumentEncoder()
+    hydration = [{"eventId": 1, "type": "hydration", **payload}]
+    state.apply(hydration)
+    encoder.note(hydration)
+    assert encoder.document(state) == orjson.dumps(state.document())
+    for number in range(2, 40):
+        feature = {**payload["features"][number % 10], "enabled": number % 3 == 0, "description": str(number)}
+        events = [{"eventId": number, "type": "feature-updated", "feature": feature}]
+        state.apply(events)
+        encoder.note(events)
+    assert encoder.document(state) == orjson.dumps(state.document())
