@@ -13,14 +13,20 @@ from flagproxy.compiler.delta import DeltaState
 from flagproxy.sync.stream import DocumentEncoder
 
 
-def test_the_joined_document_is_the_full_encode_after_random_events() -> None:
-    payload = snapshot_payload(60)
-    rng = random.Random(24)
+def hydrated(payload: dict) -> tuple[DeltaState, DocumentEncoder]:
+    """A state and its encoder after a hydration of `payload`, checked once."""
     state, encoder = DeltaState(), DocumentEncoder()
     hydration = [{"eventId": 1, "type": "hydration", **payload}]
     state.apply(hydration)
     encoder.note(hydration)
     assert encoder.document(state) == orjson.dumps(state.document())
+    return state, encoder
+
+
+def test_the_joined_document_is_the_full_encode_after_random_events() -> None:
+    payload = snapshot_payload(60)
+    rng = random.Random(24)
+    state, encoder = hydrated(payload)
     for event_id in range(2, 300):
         feature = dict(rng.choice(payload["features"]))
         kind = rng.randrange(5)
@@ -46,11 +52,7 @@ def test_many_changes_between_two_publishes_are_all_in_the_next() -> None:
     # The encoder lists the flags noted since its last publish; more notes than it holds flags start it
     # over (everything encoded at the next publish) instead of a list that grows without one.
     payload = snapshot_payload(10)
-    state, encoder = DeltaState(), DocumentEncoder()
-    hydration = [{"eventId": 1, "type": "hydration", **payload}]
-    state.apply(hydration)
-    encoder.note(hydration)
-    assert encoder.document(state) == orjson.dumps(state.document())
+    state, encoder = hydrated(payload)
     for number in range(2, 40):
         feature = {**payload["features"][number % 10], "enabled": number % 3 == 0, "description": str(number)}
         events = [{"eventId": number, "type": "feature-updated", "feature": feature}]
