@@ -89,14 +89,9 @@ class ChangeLog:
             self.floor = self.last = max(self.last + 1, clock, self.started + 1)
         else:
             event_id = max(self.last + 1, clock)
-            events = self._compare(event_id, features, segments)
-            if events:
-                self.last = event_id
-                self.events.extend(events)
-                while len(self.events) > self.kept:
-                    self.floor = self.events.popleft()["eventId"]
+            self._append(event_id, self._compare(event_id, features, segments))
         self.features, self.segments = features, segments
-        return {"eventId": self.last, "floor": self.floor, "events": list(self.events)}
+        return self._log()
 
     def streamed(self, events: list[Any], now: int | None = None) -> dict[str, Any]:
         """A change the upstream streamed (its events, no hydration among them), appended with one new id
@@ -126,11 +121,19 @@ class ChangeLog:
                     appended.append({**head, "type": kind, "segment": segment})
             elif kind == "segment-removed" and self.segments.pop(event.get("segmentId"), None) is not None:
                 appended.append({**head, "type": kind, "segmentId": event["segmentId"]})
-        if appended:
+        self._append(event_id, appended)
+        return self._log()
+
+    def _append(self, event_id: int, events: list[dict[str, Any]]) -> None:
+        """One change's events, all of `event_id` (none: the revision stays); the oldest beyond `kept` go."""
+        if events:
             self.last = event_id
-            self.events.extend(appended)
+            self.events.extend(events)
             while len(self.events) > self.kept:
                 self.floor = self.events.popleft()["eventId"]
+
+    def _log(self) -> dict[str, Any]:
+        """The log as published with a feed's document or relayed change."""
         return {"eventId": self.last, "floor": self.floor, "events": list(self.events)}
 
     def _compare(
