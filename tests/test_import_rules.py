@@ -27,7 +27,7 @@ ENGINE = [
 ]  # fmt: skip
 WEB_AND_DATABASE = ["sanic", "sanic_ext", "aiohttp", "psycopg", "psycopg_pool", "sqlite3"]
 PRODUCTS = ["flagproxy.proxy", "flagproxy.edge", "flagproxy.server"]
-SHARED = ["http", "instance", "sync", "options.py", "tokens.py"]
+SHARED = ["http", "instance", "sync", "options.py", "tokens.py", "disk.py"]
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ import orjson
 from sanic import HTTPResponse, Request, Sanic
 from sanic.exceptions import BadRequest, MethodNotAllowed, NotFound, PayloadTooLarge
 
+from flagproxy.disk import disk_writer
 from flagproxy.edge.access import Gate, Refusal
 from flagproxy.edge.leader import EdgeLeader, EdgeLink, Revocations
 from flagproxy.edge.offline import OfflineSource
@@ -175,8 +176,8 @@ class EdgeApp:
         if self.offline or self.instance is None:
             return
         handed = self.usage.handoff()
-        if handed is not None:
-            self.instance.spool.hand_off_document(handed)
+        if handed is not None and self.follower is not None:
+            self.instance.spool.hand_off_document(handed, later=self.follower.handoff_failed)
 
     async def _stop(self, app: Sanic) -> None:
         for task in self.tasks:
@@ -186,6 +187,7 @@ class EdgeApp:
         if self.follower is not None:
             self.follower.stop()  # hands over what was counted since the last handoff
         await self.request_series.stop()
+        await disk_writer().drain()  # that hand-off is in the spool before the leader (or the exit)
         if self.leader is not None:
             await self.leader.stop()  # and, with the leader here, sends it
         if self.parent_pid is None and self.instance is not None:

@@ -31,6 +31,7 @@ from typing import Any
 
 import orjson
 
+from flagproxy.disk import disk_writer
 from flagproxy.edge.feeds import Feeds
 from flagproxy.edge.offline import OfflineSource
 from flagproxy.edge.persistence import FolderPersistence, Persistence
@@ -134,6 +135,7 @@ class EdgeLeader:
             await self.persistence.persist()  # what the instance knows at its stop, as Edge does
             await self.persistence.close()
         self.feeds.close()  # the compile process, if one was started
+        await disk_writer().drain()  # the feeds' last check times are written before the folder goes
         await asyncio.sleep(self.feeds.ahead_of_clock())  # the next run's ids come after this one's
 
     # ---- what workers ask ---------------------------------------------------------------------------

@@ -12,7 +12,9 @@ route (`RouteSeries`: no label lookup, no bucketing, no allocation but the float
 `FLUSH_SECONDS`, and before a scrape or a stop, the lists are folded into the route's cells in C (sort,
 bisect, Counter) and the cells written to the process's file, so a scrape sees the other workers' requests
 of the last fraction of a second a little late, never lost or twice. Folding runs first and cannot fail,
-so the lists stay bounded even when a write does (a full disk).
+so the lists stay bounded even when a write does (a full disk). Folding runs on the loop; the files are
+written on the process's writer thread (flagproxy/disk.py: the serving loop never waits on the disk,
+and each file has that one writer), the scrape waiting for its own.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.mmap_dict import MmapedDict, mmap_key
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.utils import floatToGoString
+
+from flagproxy.disk import Coalesced, disk_writer
 
 FLUSH_SECONDS = 0.25
 # Request durations: proxy answers take tens of microseconds to a few milliseconds, so the buckets start
@@ -203,6 +207,7 @@ class RequestSeries:
         self._routes: dict[str, RouteSeries] = {}
         # Called first at every flush: a product copies figures it keeps elsewhere into its cells.
         self.before_flush: list[Callable[[], None]] = []
+        self._writing = Coalesced(self._write_files)
 
     # ---- the hot path ---------------------------------------------------------------------------------
 
@@ -268,20 +273,33 @@ class RequestSeries:
     async def _flush_every(self) -> None:
         while True:
             await asyncio.sleep(FLUSH_SECONDS)
-            try:
-                self.flush()
-            except Exception as exc:  # a full disk: the counts stay in the cells, the next flush retries
-                self.trouble.failed(exc)
-            else:
-                self.trouble.succeeded()
+            self.fold()
+            self._writing.ask()  # the files on the writer thread: the loop goes on answering
 
-    def flush(self) -> None:
+    def _write_files(self) -> None:
+        """On the writer thread, the cells as they are when it runs."""
+        try:
+            self.write_files()
+        except Exception as exc:  # a full disk: the counts stay in the cells, the next flush retries
+            self.trouble.failed(exc)
+        else:
+            self.trouble.succeeded()
+
+    def fold(self) -> None:
+        """The hot path's lists into the cells (on the loop: no file touched)."""
         for gather in self.before_flush:
             gather()
         for series in self._routes.values():
             series.fold()
+
+    def write_files(self) -> None:
         for file in (self.counters, self.histograms, self.gauges):
             file.flush()
+
+    def flush(self) -> None:
+        """Fold, then write the files and wait for it (the writer thread writes them, in its turn)."""
+        self.fold()
+        disk_writer().call(self.write_files)
 
     async def stop(self) -> None:
         if self.flushing is not None:
@@ -289,6 +307,12 @@ class RequestSeries:
             with contextlib.suppress(asyncio.CancelledError):
                 await self.flushing
             self.flushing = None
+        if self.directory is None:  # never started (or disabled): no file to close
+            return
+        self.fold()
+        await disk_writer().run(self._close_files)
+
+    def _close_files(self) -> None:
         for file in (self.counters, self.histograms, self.gauges):
             file.close()
 

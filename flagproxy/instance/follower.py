@@ -256,7 +256,12 @@ class InstanceFollower:
             if wakeup is not None:
                 wakeup.close()
 
+    def handoff_failed(self, exc: BaseException) -> None:
+        """A hand-off written on the writer thread (flagproxy/sync/spool.py `later`) failed."""
+        self.logger.error(f"Could not hand over usage counts: {exc!r}")
+
     def stop(self) -> None:
+        """The last hand-off, queued: the caller drains the writer (flagproxy/disk.py) before exit."""
         try:
             self.hand_off()
         except OSError as exc:
@@ -321,7 +326,7 @@ class Follower(InstanceFollower):
         if self.on_usage is not None:
             self.on_usage(counts)
         if self.hand_off_usage:
-            self.spool.hand_off(counts)
+            self.spool.hand_off(counts, later=self.handoff_failed)
 
     def handed_off(self) -> None:
         self.store.last_fetch_ms = max(self.store.last_fetch_ms, self.publication.last_checked_ms())

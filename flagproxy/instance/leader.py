@@ -29,6 +29,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from flagproxy.disk import disk_writer
 from flagproxy.sync.publication import Publication
 from flagproxy.sync.spool import SUFFIX as USAGE_SUFFIX
 from flagproxy.sync.spool import UsageSpool
@@ -124,6 +125,7 @@ def stop_sync(sync: Any, instance: Instance) -> Any:
         left = sync.collector.take()
         if left is not None:
             instance.spool.hand_off(left)
+        await disk_writer().drain()  # the sync's last series and check time are written before exit
 
     return stop()
 

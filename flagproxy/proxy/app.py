@@ -23,6 +23,7 @@ import orjson
 from sanic import HTTPResponse, Request, Sanic
 from sanic.exceptions import BadRequest, MethodNotAllowed, NotFound, PayloadTooLarge
 
+from flagproxy.disk import disk_writer
 from flagproxy.http import responses as r
 from flagproxy.http.base_app import (
     SDK_BODY_LIMIT,
@@ -235,6 +236,7 @@ class _ProxyApp:
         if self.follower is not None:
             self.follower.stop()  # hands over what was counted since the last handoff
         await self.series.stop()
+        await disk_writer().drain()  # that hand-off is in the spool before the sync (or the exit)
         if self.sync is not None and self.instance is not None:
             await stop_sync(self.sync, self.instance)  # and, with the sync here, sends it
         if self.runs_sync and self.instance is not None:

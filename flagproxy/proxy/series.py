@@ -17,6 +17,7 @@ import orjson
 from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from flagproxy.disk import Coalesced, disk_writer
 from flagproxy.http.series import REQUESTS, Cell, RequestSeries, SeriesFile
 
 USAGE = ("flagproxy_toggle_usage", "Yes/no counts of each flag: named lookups and what SDKs reported.")
@@ -157,7 +158,9 @@ class StoreCollector:
 class SyncSeries:
     """The sync's series (upstream fetches and errors, metrics batches), in the process that runs it, and
     what the status page says of the upstream (`upstream.json` beside them). Called on the sync's loop,
-    a few times a refresh interval at most: written at once."""
+    which may be serving, a few times a refresh interval at most: counted there, written on the process's
+    writer thread (flagproxy/disk.py: the serving loop never waits on the disk), the latest state
+    each time."""
 
     STATUS_FILE = "upstream.json"
 
@@ -173,6 +176,8 @@ class SyncSeries:
         self.last_error: str | None = None
         self.last_refusal: dict[str, Any] | None = None
         self.streaming: Cell | None = None  # only with streaming on
+        # A failed write (a full disk) is tried again at the next: the cells keep their counts.
+        self._writing = Coalesced(self._write_now)
 
     def _count(self, metric: tuple[str, str], label: str, value: str) -> None:
         cell = self._cells.get((metric, label, value))
@@ -240,6 +245,10 @@ class SyncSeries:
         self._write()
 
     def _write(self) -> None:
+        self._writing.ask()
+
+    def _write_now(self) -> None:
+        """On the writer thread: the series files, then `upstream.json` as the status page reads it."""
         self.counters.flush()
         self.gauges.flush()
         status = {
@@ -255,8 +264,15 @@ class SyncSeries:
         os.replace(temporary, path)
 
     def close(self) -> None:
-        self.counters.close()
-        self.gauges.close()
+        """Queued after every write asked for (the sync's stop drains the writer before exit)."""
+        disk_writer().later(self._close)
+
+    def _close(self) -> None:
+        try:
+            self._write_now()
+        finally:
+            self.counters.close()
+            self.gauges.close()
 
 
 def error_kind(failure: Any) -> str:

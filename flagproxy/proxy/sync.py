@@ -5,10 +5,10 @@ flagproxy/proxy/app.py runs the same SyncService on the app's own loop."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 from urllib.parse import urlsplit
 
+from flagproxy.disk import disk_writer
 from flagproxy.instance.leader import Instance, named_instance_directory, stop_sync
 from flagproxy.proxy.settings import ProxySettings
 
@@ -70,8 +70,9 @@ def build_sync(
         how many flags it holds. Raises DocumentError (nothing is published) for what is no features
         document. The document is written as it came: it is never parsed or encoded again here."""
         compiled = await compiler.compile(document)
-        # Megabytes written at 5000 flags: off the loop, which may be serving.
-        await asyncio.to_thread(publication.publish, document, source, compiled.image)
+        # Megabytes written at 5000 flags: on the writer thread, in order with the check times and series
+        # (the loop, which may be serving, never waits on the disk).
+        await disk_writer().run(publication.publish, document, source, compiled.image)
         return compiled.flags
 
     return SyncService(

@@ -13,7 +13,8 @@ document beside it.
 
 A worker that starts late (a replacement for one that died) reads the current file before it listens,
 so it serves the instance's current revision at once. `touch()` records an upstream check that changed
-nothing (a 304), for the workers' "last fetch" gauge.
+nothing (a 304), for the workers' "last fetch" gauge: on the process's writer thread (flagproxy/disk.py),
+as the sync may share a serving loop and the loop never waits on the disk.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 
 import orjson
 
+from flagproxy.disk import Coalesced
 from flagproxy.instance.channel import wake_workers
 
 DOCUMENT = "snapshot.json"
@@ -52,6 +54,7 @@ class Publication:
         self.path = os.path.join(directory, name)
         self.checked_path = os.path.join(directory, CHECKED if name == DOCUMENT else f"{name}.{CHECKED}")
         self.revision = 0  # the leader's count; a restarted leader goes on from the file's
+        self._touching = Coalesced(self._touch)  # a failed touch leaves the last check time as it was
 
     # ---- the leader ---------------------------------------------------------------------------------
 
@@ -82,12 +85,15 @@ class Publication:
             if os.path.exists(temporary):
                 os.unlink(temporary)
             raise
-        self.touch()
+        self._touch()
         wake_workers(self.directory)
         return self.revision
 
     def touch(self) -> None:
-        """The upstream was asked (changed or not)."""
+        """The upstream was asked (changed or not): recorded on the writer thread, the loop goes on."""
+        self._touching.ask()
+
+    def _touch(self) -> None:
         with open(self.checked_path, "wb"):
             pass
         os.utime(self.checked_path)

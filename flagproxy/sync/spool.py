@@ -23,10 +23,13 @@ from typing import Any
 
 import orjson
 
+from flagproxy.disk import disk_writer
 from flagproxy.sync.usage import UsageCollector, UsageCounts
 
 HANDOFF_SECONDS = 0.5
 SUFFIX = ".usage.json"
+
+Failed = Callable[[BaseException], None]
 
 
 class UsageSpool:
@@ -37,19 +40,29 @@ class UsageSpool:
         self._prefix = f"{os.getpid()}-{secrets.token_hex(6)}"
         self._numbers = itertools.count(1)
 
-    def hand_off(self, counts: UsageCounts) -> None:
-        """Write `counts` for the leader (nothing if empty)."""
+    def hand_off(self, counts: UsageCounts, later: Failed | None = None) -> None:
+        """Write `counts` for the leader (nothing if empty); `later` as `hand_off_document`."""
         if counts:
-            self.hand_off_document({"toggles": counts.as_toggles(), "dropped": counts.dropped})
+            self.hand_off_document({"toggles": counts.as_toggles(), "dropped": counts.dropped}, later)
 
-    def hand_off_document(self, document: dict[str, Any]) -> None:
+    def hand_off_document(self, document: dict[str, Any], later: Failed | None = None) -> None:
         """Write one hand-off of any product's usage (JSON) for the leader: the proxy's counts
-        (`hand_off`), the edge's per-environment counts and registrations (flagproxy/edge/usage.py)."""
+        (`hand_off`), the edge's per-environment counts and registrations (flagproxy/edge/usage.py).
+        With `later` (a serving worker: its loop never waits on the disk) the file is written on the
+        process's writer thread (flagproxy/disk.py) and `later` is told if that fails; the worker's
+        stop drains the writer, so its last hand-off is written before it exits."""
         name = f"{self._prefix}-{next(self._numbers)}{SUFFIX}"
+        data = orjson.dumps(document)
+        if later is not None:
+            disk_writer().later(self._write, name, data, failed=later)
+        else:
+            self._write(name, data)
+
+    def _write(self, name: str, data: bytes) -> None:
         fd, temporary = tempfile.mkstemp(prefix=".usage-", dir=self.directory)
         try:
             with os.fdopen(fd, "wb") as file:
-                file.write(orjson.dumps(document))
+                file.write(data)
             os.replace(temporary, os.path.join(self.directory, name))
         except BaseException:
             with contextlib.suppress(FileNotFoundError):

@@ -9,6 +9,7 @@ import os
 import orjson
 import pytest
 
+from flagproxy.disk import disk_writer
 from flagproxy.instance.follower import Follower
 from flagproxy.instance.leader import Instance, InstanceFolderError
 from flagproxy.instance.store import CACHE_NEVER, SnapshotStore, compile_document, compile_image
@@ -129,7 +130,8 @@ def test_the_follower_hands_usage_over_only_when_metrics_are_sent(tmp_path, metr
     collector = UsageCollector()
     follower = _follower(instance, SnapshotStore(), collector, hand_off_usage=metrics_on)
     collector.counts.count("a", True)
-    follower.stop()  # a stopping worker hands over what it counted
+    follower.stop()  # a stopping worker hands over what it counted (queued: its stop drains the writer)
+    disk_writer().drain_now()
     sender = UsageCollector()
     assert instance.spool.collect(sender) == (1 if metrics_on else 0)
     assert bool(sender.counts) is metrics_on
