@@ -16,7 +16,7 @@ import math
 import os
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from benchmarks.load.scenarios import Workload
 
@@ -28,12 +28,21 @@ class Latencies:
     name: str
     seconds: list[float]
     failed: int = 0
+    runs: list[list[float]] = field(default_factory=list)  # the same latencies, run by run
 
     def percentile(self, p: float) -> float | None:
-        if not self.seconds:
-            return None
-        ordered = sorted(self.seconds)
-        return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
+        return _percentile(self.seconds, p)
+
+    def run_percentiles(self, p: float) -> list[float | None]:
+        """The p-th percentile of each run, in the order they ran."""
+        return [_percentile(run, p) for run in self.runs]
+
+
+def _percentile(seconds: list[float], p: float) -> float | None:
+    if not seconds:
+        return None
+    ordered = sorted(seconds)
+    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
 
 
 def _requests(workload: Workload, host: str, path: str, count: int) -> list[bytes]:
@@ -141,7 +150,9 @@ def _alternate(
         for index in order:
             _name, port, path, workload = targets[index]
             requests = _requests(workload, f"127.0.0.1:{port}", path, count)
+            before = len(found[index].seconds)
             asyncio.run(
                 _run(port, requests, rate, connections, workload.scenario.expected_status, found[index])
             )
+            found[index].runs.append(found[index].seconds[before:])
             time.sleep(0.5)

@@ -20,8 +20,11 @@ so it is the figure to go by on a busy machine; req/s is printed beside it.
 
 Then, for `post-unique`, the latency condition: the proxy and the ceiling are loaded at the same fixed
 request rate (benchmarks/load/fixed_rate.py, an open-loop client: `--p99-rate`, or each `--p99-share` of
-the proxy's requests per second in its rounds, by default a quarter and a half) in alternating runs, and
-the p99 of each is reported with their ratio (issue 25: the proxy's within 1.5x of the ceiling's).
+the proxy's requests per second in its rounds, by default a quarter and a half) in alternating runs
+(`--p99-rounds` of `--p99-seconds` each, A B, B A, ...), and the p99 of each target's runs together is
+reported with their ratio (issue 25: the proxy's within 1.5x of the ceiling's), beside the median and
+range of the ratios of runs next to each other in time: a p99 is decided by its few slowest answers, so
+one stall of the shared machine moves a single run's by far more than any difference between the targets.
 `--p99-seconds 0` skips it. The client is a Python process that spends about as much CPU on a 245 kB
 answer as the server does; taking turns with the server on the same core, it delays the slower target's
 answers more than the faster's. So during these runs it has one CPU to itself (`--p99-client-cpu`, by
@@ -166,6 +169,12 @@ class Tail:
         mine, theirs = self.proxy.percentile(99), self.ceiling.percentile(99)
         return round(mine / theirs, 3) if mine and theirs else None
 
+    def run_ratios(self) -> list[float]:
+        """The p99 ratio of each pair of runs next to each other in time (run k of each), sorted: how much
+        of the pooled ratio is the machine's drift."""
+        pairs = zip(self.proxy.run_percentiles(99), self.ceiling.run_percentiles(99), strict=False)
+        return sorted(round(mine / theirs, 3) for mine, theirs in pairs if mine and theirs)
+
     def failed(self) -> int:
         return self.proxy.failed + self.ceiling.failed
 
@@ -178,6 +187,7 @@ class Tail:
             "p50_ms": list(self.ms(50)),
             "p99_ms": list(self.ms(99)),
             "p99_ratio": self.ratio(),
+            "p99_run_ratios": self.run_ratios(),
             "failed": self.failed(),
         }
 
@@ -209,13 +219,13 @@ def tail_at_fixed_rate(
     tails = []
     with pinned([s.process.pid for s in services], rest) if client else contextlib.nullcontext():
         for rate in rates:
-            mine, theirs = fixed_rate.measure(loads, rate, args.p99_seconds, cpus=client)
+            mine, theirs = fixed_rate.measure(loads, rate, args.p99_seconds, args.p99_rounds, cpus=client)
             tail = Tail(pair.flags, pair.scenario, rate, mine, theirs)
             (p50, p50_ceiling), (p99, p99_ceiling) = tail.ms(50), tail.ms(99)
             stderr_log(
                 f"[{pair.flags} flags] {pair.scenario} at {rate:.0f} req/s: p99 {p99} / {p99_ceiling} ms "
-                f"({pair.first} / {pair.second}), ratio {tail.ratio()}; p50 {p50} / {p50_ceiling} ms, "
-                f"failed {tail.failed()}"
+                f"({pair.first} / {pair.second}), ratio {tail.ratio()} (runs {tail.run_ratios()}); "
+                f"p50 {p50} / {p50_ceiling} ms, failed {tail.failed()}"
             )
             tails.append(tail)
     return tails
@@ -333,15 +343,17 @@ def markdown(pairs: list[Pair], tails: list[Tail], rss: dict[int, dict[str, floa
         lines += [
             "",
             "| flags | scenario | fixed rate req/s | requests (proxy, ceiling) | p50 ms | p99 ms "
-            "| p99 ratio | failed |",
-            "|---:|---|---:|---|---|---|---:|---:|",
+            "| p99 ratio | run by run: median (range) | failed |",
+            "|---:|---|---:|---|---|---|---:|---:|---:|",
         ]
         for tail in tails:
             (p50, p50_ceiling), (p99, p99_ceiling) = tail.ms(50), tail.ms(99)
+            runs = tail.run_ratios()
+            by_run = f"{round(statistics.median(runs), 3)}x ({runs[0]}-{runs[-1]})" if runs else "-"
             lines.append(
                 f"| {tail.flags} | {tail.scenario} | {tail.rate:,.0f} "
                 f"| {len(tail.proxy.seconds):,}, {len(tail.ceiling.seconds):,} | {p50} / {p50_ceiling} "
-                f"| {p99} / {p99_ceiling} | **{tail.ratio()}x** | {tail.failed()} |"
+                f"| {p99} / {p99_ceiling} | **{tail.ratio()}x** | {by_run} | {tail.failed()} |"
             )
     lines += ["", "| flags | serving process | RSS MiB |", "|---:|---|---:|"]
     for flags, found in rss.items():
@@ -393,7 +405,13 @@ def main(argv: list[str] | None = None) -> int:
         help="the fixed rates as shares of the proxy's req/s in its rounds, comma-separated (0.25,0.5)",
     )
     parser.add_argument(
-        "--p99-seconds", type=float, default=5.0, help="seconds of each fixed-rate run, two each (5; 0: none)"
+        "--p99-seconds", type=float, default=5.0, help="seconds of each fixed-rate run (5; 0: none)"
+    )
+    parser.add_argument(
+        "--p99-rounds",
+        type=int,
+        default=6,
+        help="fixed-rate runs of each target at each rate, alternating A B, B A, ... (6)",
     )
     parser.add_argument(
         "--p99-client-cpu",
@@ -409,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.smoke:
         args.flags, args.edge_flags, args.rounds, args.round_seconds, args.warmup = "50", "50", 2, 1, 0
-        args.p99_seconds = min(args.p99_seconds, 1.0)
+        args.p99_seconds, args.p99_rounds = min(args.p99_seconds, 1.0), 2
     try:
         flags = [int(f) for f in args.flags.split(",") if f.strip()]
         args.edge_flags = {int(f) for f in args.edge_flags.split(",") if f.strip()}
@@ -434,8 +452,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in args.scenarios if n not in SCENARIOS_BY_NAME]
     if unknown or not args.scenarios:
         parser.error(f"--scenarios: unknown {', '.join(unknown) or '(none given)'}")
-    if not flags or min(*flags, args.rounds, args.round_seconds, args.threads) < 1 or args.warmup < 0:
-        parser.error("--flags, --rounds, --round-seconds and --threads must be at least 1")
+    if not flags or min(*flags, args.rounds, args.round_seconds, args.threads, args.p99_rounds) < 1:
+        parser.error("--flags, --rounds, --round-seconds, --threads and --p99-rounds must be at least 1")
+    if args.warmup < 0:
+        parser.error("--warmup must be at least 0")
     if args.connections < args.threads:
         parser.error("--connections must be at least --threads")
     if not wrk.available():
