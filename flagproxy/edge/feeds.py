@@ -19,10 +19,12 @@ import hashlib
 import os
 import tempfile
 import time
+from functools import partial
 from typing import Any
 
 import orjson
 
+from flagproxy.disk import disk_writer
 from flagproxy.edge.changes import ChangeLog
 from flagproxy.edge.tokens import ALL_PROJECTS
 from flagproxy.instance.compiler import ImageCompiler
@@ -169,7 +171,11 @@ class Feeds:
         # Comparing the document with the last one is tens of milliseconds at 5000 flags: in a thread, so
         # a serving loop the leader shares gets the GIL back between the interpreter's switches.
         log = await asyncio.to_thread(self.change_log(feed).record, payload)
-        return self._published(feed, payload, image, "upstream", True, log, document)
+        # Written on the process's writer thread (flagproxy/disk.py), in order with the feeds' check times:
+        # the serving loop never waits on the disk; the workers are woken once it is renamed into place.
+        event_id = self.change_log(feed).last
+        await disk_writer().run(partial(self._write, feed, document, "upstream", image, log))
+        return self._done(feed, payload, True, event_id)
 
     def change_log(self, feed: Scope) -> ChangeLog:
         return self.changes.setdefault(feed, ChangeLog(self.kept_events))
@@ -196,14 +202,19 @@ class Feeds:
         document: bytes | None = None,  # the payload's JSON as the upstream sent it, if it came so
     ) -> bool:
         """`log`: the feed's delta log after this document (ChangeLog.record), published with it."""
-        changes = self.change_log(feed)
-        published = document if document is not None else orjson.dumps(payload)
+        self._write(feed, document if document is not None else orjson.dumps(payload), source, image, log)
+        return self._done(feed, payload, save, self.change_log(feed).last)
+
+    def _write(self, feed: Scope, document: bytes, source: str, image: bytes | None, log: Any) -> None:
         extra = {"delta": log, "streamed": True} if feed in self.streamed else {"delta": log}
-        self.feeds[feed].publish(published, source, image, extra=extra)
+        self.feeds[feed].publish(document, source, image, extra=extra)
+
+    def _done(self, feed: Scope, payload: dict[str, Any], save: bool, event_id: int) -> bool:
+        """After a feed's document is published: its count, its readiness, the persistence."""
         self.flags[feed] = flag_count(payload)
         self.hydrated[feed].set()
         if save and self.persistence is not None:
-            self.persistence.feed_changed(feed, payload, changes.last)
+            self.persistence.feed_changed(feed, payload, event_id)
         return True
 
     def close(self) -> None:
