@@ -21,16 +21,16 @@ import pytest
 from tests.edge.harness import EdgeProcess, edge
 from tests.edge.test_delta import stream_series
 from tests.sdk.test_realtime_sdks import NodeFollower, PythonFollower
-from tests.server.harness import CLIENT_TOKEN, ServerProcess, base_env
+from tests.server.harness import CLIENT_TOKEN, ServerProcess, base_env, unique
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    process = ServerProcess(
-        base_env(DATABASE_PATH=str(tmp_path / "flags.db")), log_path=str(tmp_path / "s.log")
-    )
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One server for the module (each test starts its own edges and names its flags uniquely)."""
+    folder = tmp_path_factory.mktemp("realtime-edge")
+    process = ServerProcess(base_env(DATABASE_PATH=str(folder / "flags.db")), log_path=str(folder / "s.log"))
     process.start()
     yield process
     assert process.stop() == 0
@@ -67,27 +67,29 @@ def follow_every_change(
     seen once it is back; every state the SDK held respects the order."""
     api = server.api()
     created: list[str] = []
+    run = unique("run")  # the server is the module's: this run's flags are its own
 
     def create(name: str) -> None:
         api.create_feature(name)
         created.append(name)
 
-    create("step-0")
-    follower.wait_for(lambda state: "step-0" in state)
+    first = f"{run}-step-0"
+    create(first)
+    follower.wait_for(lambda state: first in state)
     for index in range(1, 4):
-        create(f"step-{index}")
-        follower.wait_for(lambda state, name=f"step-{index}": name in state)
-    api.switch("step-0", True)
-    follower.wait_for(lambda state: state["step-0"] is True)
+        create(f"{run}-step-{index}")
+        follower.wait_for(lambda state, name=f"{run}-step-{index}": name in state)
+    api.switch(first, True)
+    follower.wait_for(lambda state: state[first] is True)
 
     assert reader.stop() == 0
     for index in range(4, 7):
-        create(f"step-{index}")
-    api.switch("step-0", False)
+        create(f"{run}-step-{index}")
+    api.switch(first, False)
     reader.restart()
-    follower.wait_for(lambda state: all(name in state for name in created) and state["step-0"] is False)
-    create("after-restart")
-    follower.wait_for(lambda state: "after-restart" in state)
+    follower.wait_for(lambda state: all(name in state for name in created) and state[first] is False)
+    create(f"{run}-after-restart")
+    follower.wait_for(lambda state: f"{run}-after-restart" in state)
 
     for state in follower.states:
         present = [name for name in created if name in state]
@@ -177,11 +179,12 @@ def test_node_sdk_beyond_the_stream_limit_polls_and_still_sees_changes(
 ) -> None:
     reader = RestartableEdge(server.url, "--max-streams", "0")
     follower = NodeFollower(f"{reader.url}/api/", {"type": "streaming"}, tmp_path / "node.log")
+    polled = unique("polled")
     try:
-        server.api().create_feature("polled")
-        follower.wait_for(lambda state: "polled" in state)
-        server.api().switch("polled", True)
-        follower.wait_for(lambda state: state.get("polled") is True)
+        server.api().create_feature(polled)
+        follower.wait_for(lambda state: polled in state)
+        server.api().switch(polled, True)
+        follower.wait_for(lambda state: state.get(polled) is True)
         # The edge's `fetch-mode: polling` moved the SDK to polling (it says so once its first poll is
         # done), where it reads the features document.
         assert follower.modes == [{"from": "streaming", "to": "polling"}], follower.modes

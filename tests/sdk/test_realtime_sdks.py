@@ -23,7 +23,14 @@ import pytest
 
 from tests.demo.test_sdk_agreement import sdk_client
 from tests.sdk.oracle import NODE_PROJECT
-from tests.server.harness import CLIENT_TOKEN, PostgresDatabases, ServerProcess, base_env, terminate
+from tests.server.harness import (
+    CLIENT_TOKEN,
+    PostgresDatabases,
+    ServerProcess,
+    base_env,
+    terminate,
+    unique,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -31,24 +38,38 @@ WAIT = 60.0  # how long a step may take before the test fails (never a measured 
 State = dict[str, bool]  # flag name -> enabled, as the SDK holds it
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def database_env(
-    request: pytest.FixtureRequest, tmp_path: Path, postgres_databases: PostgresDatabases
-) -> dict[str, str]:
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def module_servers(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    postgres_databases: PostgresDatabases,
+) -> Iterator[tuple[ServerProcess, ServerProcess]]:
+    """The server the SDK reads, and a second one on the same database that writes while it is down: one
+    pair per database for the module (each test names its flags uniquely)."""
+    folder = tmp_path_factory.mktemp("realtime")
     if request.param == "postgres":
-        return {"DATABASE_URL": postgres_databases.create()}
-    return {"DATABASE_PATH": str(tmp_path / "flags.db")}
-
-
-@pytest.fixture
-def servers(database_env: dict[str, str], tmp_path: Path) -> Iterator[tuple[ServerProcess, ServerProcess]]:
-    """The server the SDK reads, and a second one on the same database that writes while it is down."""
-    read = ServerProcess(base_env(**database_env), log_path=str(tmp_path / "read.log")).start()
-    write = ServerProcess(base_env(**database_env), log_path=str(tmp_path / "write.log")).start()
+        database_env = {"DATABASE_URL": postgres_databases.create()}
+    else:
+        database_env = {"DATABASE_PATH": str(folder / "flags.db")}
+    read = ServerProcess(base_env(**database_env), log_path=str(folder / "read.log")).start()
+    write = ServerProcess(base_env(**database_env), log_path=str(folder / "write.log")).start()
     try:
         yield read, write
     finally:
         assert [read.stop(), write.stop()] == [0, 0]
+
+
+@pytest.fixture
+def servers(
+    module_servers: tuple[ServerProcess, ServerProcess],
+) -> tuple[ServerProcess, ServerProcess]:
+    """The module's pair, the reading server running again if a test before this one ended with it down
+    (each test stops it and starts it again on its port)."""
+    read, _ = module_servers
+    assert read.process is not None
+    if read.process.poll() is not None:
+        read.start()
+    return module_servers
 
 
 class NodeFollower:
@@ -130,27 +151,29 @@ def follow_every_change(
     """Changes one at a time through both servers, each seen before the next; then changes while the
     SDK's server is down, all seen once it is back; every state the SDK held respects the order."""
     created: list[str] = []
+    run = unique("run")  # the servers are the module's: this run's flags are its own
 
     def create(server: ServerProcess, name: str) -> None:
         server.api().create_feature(name)
         created.append(name)
 
-    create(read, "step-0")
-    follower.wait_for(lambda state: "step-0" in state)
+    first = f"{run}-step-0"
+    create(read, first)
+    follower.wait_for(lambda state: first in state)
     for index in range(1, 5):
-        create((read, write)[index % 2], f"step-{index}")
-        follower.wait_for(lambda state, name=f"step-{index}": name in state)
-    read.api().switch("step-0", True)
-    follower.wait_for(lambda state: state["step-0"] is True)
+        create((read, write)[index % 2], f"{run}-step-{index}")
+        follower.wait_for(lambda state, name=f"{run}-step-{index}": name in state)
+    read.api().switch(first, True)
+    follower.wait_for(lambda state: state[first] is True)
 
     assert read.stop() == 0
     for index in range(5, 8):
-        create(write, f"step-{index}")
-    write.api().switch("step-0", False)
+        create(write, f"{run}-step-{index}")
+    write.api().switch(first, False)
     read.start()
-    follower.wait_for(lambda state: all(name in state for name in created) and state["step-0"] is False)
-    create(read, "after-restart")
-    follower.wait_for(lambda state: "after-restart" in state)
+    follower.wait_for(lambda state: all(name in state for name in created) and state[first] is False)
+    create(read, f"{run}-after-restart")
+    follower.wait_for(lambda state: f"{run}-after-restart" in state)
 
     for state in follower.states:
         present = [name for name in created if name in state]
