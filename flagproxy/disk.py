@@ -4,15 +4,15 @@ A rename, an `openat(O_TRUNC)`, a `utime` or the first write to a clean page of 
 the file system's journal: half a millisecond on a quiet ext4, seconds beside an `npm ci`. The serving loop
 never waits on the disk: the sync's upstream check time (flagproxy/sync/publication.py `touch`), its series
 and status (flagproxy/proxy/series.py), the request series (flagproxy/http/series.py), the workers' usage
-hand-offs (flagproxy/sync/spool.py) and the published documents (the proxy's, the edge's served feeds')
-go to this thread, one at a time, in the order they were asked for, so nothing is reordered (a document
-is renamed into place only once written whole, as before) and the prometheus_client files have one
-writer per process.
+hand-offs (flagproxy/sync/spool.py) and their collection before each usage send, and the published
+documents (the proxy's, the edge's served feeds') go to this thread, one at a time, in the order they were
+asked for, so nothing is reordered (a document is renamed into place only once written whole, as before)
+and the prometheus_client files have one writer per process.
 
 `later(write)` queues and returns at once; `run(write)` is the same for a coroutine that waits for it;
-`call(write)` waits on the calling thread (the scrape, which reads the files next, and stops); `drain()`
-waits for everything queued so far (a stop: nothing queued is lost at exit, and an exiting interpreter
-drains too). `Coalesced` is a write of whatever is latest: asked again while it is queued, it is one write.
+`drain()` waits for everything queued so far (a stop: nothing queued is lost at exit; `drain_now` for a
+thread that has no loop, and an exiting interpreter drains too). `Coalesced` is a write of whatever is
+latest: asked again while it is queued, it is one write.
 """
 
 from __future__ import annotations
@@ -82,10 +82,6 @@ class DiskWriter:
     async def run(self, write: Callable[..., Any], *args: Any) -> Any:
         """`write(*args)` in its turn; the loop goes on meanwhile."""
         return await asyncio.wrap_future(self.submit(write, *args))
-
-    def call(self, write: Callable[..., Any], *args: Any, timeout: float | None = None) -> Any:
-        """`write(*args)` in its turn, waited for here."""
-        return self.submit(write, *args).result(timeout)
 
     async def drain(self) -> None:
         """Everything queued so far is written (or failed)."""

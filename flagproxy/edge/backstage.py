@@ -54,7 +54,7 @@ def add_routes(edge: Any, root: str, methods: list[str]) -> None:
     async def metrics(request: Request) -> HTTPResponse:
         leader = await edge.link.status() or {}
         ready = bool(leader.get("ready")) and await edge.is_ready()
-        body = edge.request_series.series_text(EdgeCollector(edge, leader, ready))
+        body = await edge.request_series.series_text(EdgeCollector(edge, leader, ready))
         return r.DatedResponse(body, headers=edge.headers(request), content_type=CONTENT_TYPE)
 
     for name, handler in (

@@ -128,6 +128,7 @@ class EdgeLeader:
                 await task
         if self.sync is not None:
             await self.sync.stop()
+            await disk_writer().drain()  # a gather its last send gave up waiting for is in the usage
             left = self.usage.handoff()
             if left is not None:
                 self.instance.spool.hand_off_document(left)

@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from flagproxy.disk import disk_writer
 from flagproxy.sync.usage import MAX_VARIANTS, iso_now
 
 BATCH_BYTES = 95 * 1024
@@ -223,7 +224,9 @@ class BulkSender:
     async def flush(self) -> bool:
         """Send everything counted; True when the upstream took all of it."""
         if self.gather is not None:
-            self.gather()
+            # It reads and deletes the workers' hand-off files: on the writer thread, after the hand-offs
+            # this process queued (flagproxy/disk.py: a serving loop never waits on the disk).
+            await disk_writer().run(self.gather)
         if self.usage.dropped:
             self.logger.warn(f"{self.usage.dropped} usage counts did not fit the metrics bounds; dropped")
             self.usage.dropped = 0

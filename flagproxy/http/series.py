@@ -14,7 +14,7 @@ bisect, Counter) and the cells written to the process's file, so a scrape sees t
 of the last fraction of a second a little late, never lost or twice. Folding runs first and cannot fail,
 so the lists stay bounded even when a write does (a full disk). Folding runs on the loop; the files are
 written on the process's writer thread (flagproxy/disk.py: the serving loop never waits on the disk,
-and each file has that one writer), the scrape waiting for its own.
+and each file has that one writer); a scrape awaits its own flush there before it reads the files.
 """
 
 from __future__ import annotations
@@ -296,10 +296,10 @@ class RequestSeries:
         for file in (self.counters, self.histograms, self.gauges):
             file.flush()
 
-    def flush(self) -> None:
-        """Fold, then write the files and wait for it (the writer thread writes them, in its turn)."""
+    async def flush(self) -> None:
+        """Fold, then write the files on the writer thread, in its turn; the loop goes on meanwhile."""
         self.fold()
-        disk_writer().call(self.write_files)
+        await disk_writer().run(self.write_files)
 
     async def stop(self) -> None:
         if self.flushing is not None:
@@ -318,11 +318,11 @@ class RequestSeries:
 
     # ---- the scrape -------------------------------------------------------------------------------------
 
-    def series_text(self, *more: Any) -> bytes:
+    async def series_text(self, *more: Any) -> bytes:
         """Every process's series (and `more` collectors'), in the text format; b"" before `start`."""
         if not self.enabled or self.directory is None:
             return b""
-        self.flush()  # this worker's latest; the others' are at most FLUSH_SECONDS old
+        await self.flush()  # this worker's latest; the others' are at most FLUSH_SECONDS old
         registry = CollectorRegistry(auto_describe=False)
         MultiProcessCollector(registry, path=self.directory)
         for collector in more:

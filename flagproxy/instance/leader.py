@@ -122,6 +122,7 @@ def stop_sync(sync: Any, instance: Instance) -> Any:
 
     async def stop() -> None:
         await sync.stop()
+        await disk_writer().drain()  # a gather its last send gave up waiting for is in the collector
         left = sync.collector.take()
         if left is not None:
             instance.spool.hand_off(left)

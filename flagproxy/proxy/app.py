@@ -439,7 +439,7 @@ class _ProxyApp:
     async def _prometheus(self, request: Request) -> HTTPResponse:
         if not self.store.ready and not self._catch_up():
             return self._not_ready(request)
-        body = scrape(self.series, self.store)
+        body = await scrape(self.series, self.store)
         cors = self._cors(request)
         return r.DatedResponse(
             body,

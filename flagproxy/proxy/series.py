@@ -103,12 +103,12 @@ class ResponseCacheSeries:
         self.hits.value = float(self.cache.hits)
 
 
-def scrape(series: RequestSeries, store: Any) -> bytes:
+async def scrape(series: RequestSeries, store: Any) -> bytes:
     """The Node proxy's three series, then (enabled) every series of the instance."""
     body = node_series(store.last_update_ms, store.last_fetch_ms)
     if not series.enabled or series.directory is None:
         return body
-    return body + b"\n" + series.series_text(StoreCollector(store))
+    return body + b"\n" + await series.series_text(StoreCollector(store))
 
 
 def node_series(last_update_ms: int, last_fetch_ms: int) -> bytes:

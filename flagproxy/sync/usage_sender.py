@@ -16,6 +16,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from flagproxy.disk import disk_writer
 from flagproxy.sync.upstream import CLIENT_SPEC_VERSION, classify_status
 from flagproxy.sync.usage import MAX_TOGGLES, MAX_VARIANTS, UsageCollector, UsageCounts, iso_now
 
@@ -71,7 +72,9 @@ class UsageSender:
     async def flush(self) -> bool:
         """Send what has been counted; True if there was nothing to send or the upstream took it."""
         if self.gather is not None:
-            self.gather(self.collector)
+            # It reads and deletes the workers' hand-off files: on the writer thread, after the hand-offs
+            # this process queued (flagproxy/disk.py: a serving loop never waits on the disk).
+            await disk_writer().run(self.gather, self.collector)
         counts = self.collector.take()
         if counts is None:
             return True

@@ -2,7 +2,8 @@
 whose file writes each take a second, as ext4's journal makes a rename or an `utime` wait beside an
 `npm ci`, still answers toggle requests at once, and what it wrote meanwhile arrives afterwards: the
 upstream's check time and status, the request series, the usage hand-offs and a new published document
-(flagproxy/disk.py: the periodic writes of a serving process go to its writer thread).
+(flagproxy/disk.py: the periodic writes of a serving process go to its writer thread). Scrapes meanwhile
+wait for their own flush without holding the others' answers.
 
 The fault is injected where we do not own the code: a `sitecustomize.py` on the child's PYTHONPATH wraps
 `os.replace`, `os.utime` and prometheus_client's `MmapedDict.write_value` with a one-second sleep while a
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -99,6 +101,14 @@ def test_answers_go_on_while_every_file_write_takes_a_second(proxy_factory, upst
     marker.touch()  # from now on every rename, utime and series write takes a second
     sent, latencies = 0, []
     window_end = time.monotonic() + 5 * SLOW_SECONDS
+    scrapes: list[int] = []
+
+    def scrape_meanwhile() -> None:  # a scrape waits for its own flush; the others' answers do not
+        while time.monotonic() < window_end:
+            scrapes.append(fetch(proxy.port, "GET", "/proxy/internal-backstage/prometheus", timeout=10)[0])
+
+    scraping = threading.Thread(target=scrape_meanwhile)
+    scraping.start()
     changed = False
     while time.monotonic() < window_end:
         latencies.append(timed_post(proxy.port))
@@ -109,8 +119,10 @@ def test_answers_go_on_while_every_file_write_takes_a_second(proxy_factory, upst
             upstream.payload["features"][0]["enabled"] = False
             changed = True
         time.sleep(0.02)
+    scraping.join(15)
     marker.unlink()
     quick_again = time.time()
+    assert scrapes and set(scrapes) == {200}, scrapes
 
     slowed = log.read_text().split()
     pid = str(proxy.popen.pid)

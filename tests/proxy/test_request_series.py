@@ -84,7 +84,7 @@ def _run(
                 clock.next_duration = duration
                 status_of["next"] = status
                 await observed(None)
-            text = metrics.series_text()
+            text = await metrics.series_text()
         await metrics.stop()
         return _samples(text), metrics
 
@@ -157,7 +157,7 @@ def test_the_lists_are_emptied_when_writing_fails(tmp_path, monkeypatch):
         assert series.durations == [] and series.statuses == []
         assert not metrics.flushing.done()  # still flushing
         monkeypatch.undo()
-        text = metrics.series_text()
+        text = await metrics.series_text()
         samples = _samples(text)
         key = ("flagproxy_http_requests_total", (("route", "toggles_post"), ("status", "200")))
         assert samples[key] == 500  # nothing lost: the cells kept the counts the failed writes did not

@@ -19,4 +19,4 @@ bp = Blueprint("backstage")
 )
 @openapi.tag("Health")
 async def prometheus(request: Request) -> HTTPResponse:
-    return HTTPResponse(request.app.ctx.series.series.series_text(), content_type=CONTENT_TYPE)
+    return HTTPResponse(await request.app.ctx.series.series.series_text(), content_type=CONTENT_TYPE)
