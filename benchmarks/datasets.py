@@ -104,7 +104,7 @@ def snapshot_payload(n: int, seed: int = 1) -> dict[str, Any]:
         }
         for sid in segment_ids
     ]
-    features = []
+    features: list[dict[str, Any]] = []
     for i in range(n):
         name = f"flag-{i:05d}.{rng.choice(['checkout', 'search', 'profile', 'feed', 'billing'])}"
         feature: dict[str, Any] = {
