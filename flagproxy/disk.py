@@ -4,10 +4,11 @@ A rename, an `openat(O_TRUNC)`, a `utime` or the first write to a clean page of 
 the file system's journal: half a millisecond on a quiet ext4, seconds beside an `npm ci`. The serving loop
 never waits on the disk: the sync's upstream check time (flagproxy/sync/publication.py `touch`), its series
 and status (flagproxy/proxy/series.py), the request series (flagproxy/http/series.py), the workers' usage
-hand-offs (flagproxy/sync/spool.py) and their collection before each usage send, and the published
-documents (the proxy's, the edge's served feeds') go to this thread, one at a time, in the order they were
-asked for, so nothing is reordered (a document is renamed into place only once written whole, as before)
-and the prometheus_client files have one writer per process.
+hand-offs (flagproxy/sync/spool.py) and their collection before each usage send, the published documents
+(the proxy's, the edge's served feeds'), the relayed streamed changes (flagproxy/instance/relay.py) and
+edge's backup folder go to this thread, one at a time, in the order they were asked for, so nothing is
+reordered (a document is renamed into place only once written whole, as before) and the prometheus_client
+files have one writer per process.
 
 `later(write)` queues and returns at once; `run(write)` is the same for a coroutine that waits for it;
 `drain()` waits for everything queued so far (a stop: nothing queued is lost at exit; `drain_now` for a

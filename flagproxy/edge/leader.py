@@ -209,7 +209,7 @@ def build_persistence(settings: EdgeSettings, logger: Any) -> Persistence | None
 
         return S3Persistence(settings.s3, logger)
     if settings.backup_folder:
-        return FolderPersistence(settings.backup_folder)
+        return FolderPersistence(settings.backup_folder, logger)
     return None
 
 

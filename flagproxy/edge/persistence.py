@@ -22,6 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
+import orjson
+
+from flagproxy.disk import disk_writer
 from flagproxy.edge.feeds import Scope, scope_key
 from flagproxy.options import ConfigError
 from flagproxy.sync.backup import FileStorageProvider
@@ -60,8 +63,12 @@ class Persistence:
 
 
 class FolderPersistence(Persistence):
-    def __init__(self, folder: str) -> None:
+    """Each change written on the process's writer thread (flagproxy/disk.py: the leader may share a serving
+    loop, which never waits on the disk), in order; a stop drains it (flagproxy/edge/leader.py)."""
+
+    def __init__(self, folder: str, logger: Any = None) -> None:
         self.files = FileStorageProvider(folder)
+        self.logger = logger
 
     def restore_feed(self, scope: Scope) -> tuple[dict[str, Any], int | None] | None:
         saved = self.files.get(_feed_key(scope))
@@ -75,10 +82,18 @@ class FolderPersistence(Persistence):
 
     def feed_changed(self, scope: Scope, payload: dict[str, Any], event_id: int) -> None:
         kept = {"scope": [scope[0], list(scope[1])], "features": payload, "eventId": event_id}
-        self.files.set(_feed_key(scope), kept)
+        self._write(_feed_key(scope), kept)
 
     def tokens_changed(self, saved: list[dict[str, Any]]) -> None:
-        self.files.set(TOKENS_BACKUP, saved)
+        self._write(TOKENS_BACKUP, saved)
+
+    def _write(self, key: str, value: Any) -> None:
+        """Encoded here (the value may change after), written on the writer thread."""
+        disk_writer().later(self.files.set_document, key, orjson.dumps(value), failed=self._failed)
+
+    def _failed(self, exc: BaseException) -> None:
+        if self.logger is not None:
+            self.logger.warn(f"Could not write to the backup folder: {exc!r}")
 
 
 def _feed_key(scope: Scope) -> str:

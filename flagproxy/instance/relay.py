@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import orjson
 
+from flagproxy.disk import disk_writer
 from flagproxy.instance.follower import FollowedDocument
 from flagproxy.instance.patcher import NOT_TAKEN, PATCHED, UNCHANGED, ServedPatcher
 from flagproxy.instance.store import DeltaState, DocumentEncoder, SnapshotStore
@@ -70,7 +72,11 @@ class EventRelay:
         self.publication.revision += 1
         self._batches.append([self.publication.revision, events])
         extra = {"base": self._base[1], **self.extra(events)}
-        self.events.publish(orjson.dumps(self._batches), "upstream", extra=extra)
+        # On the process's writer thread (flagproxy/disk.py: a serving loop never waits on the disk), after
+        # the whole revision it builds on; each file holds every change since it, so one that fails to be
+        # written is made good by the next.
+        batches = orjson.dumps(self._batches)
+        disk_writer().later(partial(self.events.publish, batches, "upstream", extra=extra))
 
     def extra(self, events: list[Any]) -> dict[str, Any]:
         """What else goes in the events file's header with this change (the edge: the feed's delta log)."""
