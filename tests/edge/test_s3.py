@@ -24,6 +24,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from tests.edge.harness import (
     CountingUpstream,
+    EdgeProcess,
     client_flag_names,
     edge,
     edge_written,
@@ -32,7 +33,7 @@ from tests.edge.harness import (
     serves_edge_written,
     wait_for,
 )
-from tests.http.loopback import free_port
+from tests.http.loopback import LoopThread, free_port
 
 CLIENT = "*:development.s3-client-secret"
 FRONTEND = "*:development.s3-frontend-secret"
@@ -115,6 +116,49 @@ def s3_edge(upstream: str, server: S3Server, *extra: str) -> Any:
     return edge(upstream, [CLIENT], *options, env=server.env())
 
 
+class LostObjects:
+    """The periodic write's edge, on an S3 server and upstream of its own: started with the module's first
+    test (`lost_objects`), its objects deleted once written; the last test waits for the 60-second write to
+    put them back while the module's other tests have run meanwhile (their wait and this one overlap)."""
+
+    def __init__(self, loop_thread: LoopThread) -> None:
+        self.counting = CountingUpstream(loop_thread)
+        self.s3_server = S3Server()
+        self.process: EdgeProcess | None = None
+        self.error: BaseException | None = None  # the last test's to raise, not every test's setup's
+
+    def begin(self) -> None:
+        self.s3_server.start()
+        self.s3_server.client().create_bucket(Bucket=BUCKET)
+        self.counting.add(CLIENT, "client", "development", ["*"], FLAGS)
+        self.process = s3_edge(self.counting.url, self.s3_server)
+        self.process.wait_ready()
+        written = (FEATURES, TOKENS, EVENT_IDS)
+        wait_for(
+            lambda: all(self.s3_server.get_json(k) is not None for k in written), "the writes after start"
+        )
+        time.sleep(3)  # a write of the start's last change may still be under way; then nothing changes
+        for key in written:
+            self.s3_server.client().delete_object(Bucket=BUCKET, Key=key)
+
+    def end(self) -> None:
+        if self.process is not None:
+            self.process.stop(signal.SIGTERM)
+        self.s3_server.kill()
+        self.counting.stop()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def lost_objects(loop_thread: LoopThread) -> Iterator[LostObjects]:
+    run = LostObjects(loop_thread)
+    try:
+        run.begin()
+    except Exception as error:  # said by the test that needs it
+        run.error = error
+    yield run
+    run.end()
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_restart_while_the_upstream_is_away_is_ready_from_s3(
     counting: CountingUpstream, s3_server: S3Server, workers: int
@@ -170,29 +214,6 @@ def test_a_stop_writes_to_s3_before_exit(
     features = s3_server.get_json(FEATURES)
     assert {f["name"] for f in features[0][1]["features"]} == {"alpha", "beta"}
     assert len(s3_server.get_json(TOKENS)) == 1
-
-
-def test_the_periodic_write_puts_back_what_the_bucket_lost(
-    counting: CountingUpstream, s3_server: S3Server
-) -> None:
-    """Edge writes every 60 s whether or not anything changed (create_persist_data_task): objects deleted
-    while nothing changes come back without a stop."""
-    counting.add(CLIENT, "client", "development", ["*"], FLAGS)
-    process = s3_edge(counting.url, s3_server)
-    try:
-        process.wait_ready()
-        written = (FEATURES, TOKENS, EVENT_IDS)
-        wait_for(lambda: all(s3_server.get_json(k) is not None for k in written), "the writes after start")
-        time.sleep(3)  # a write of the start's last change may still be under way; then nothing changes
-        for key in written:
-            s3_server.client().delete_object(Bucket=BUCKET, Key=key)
-        wait_for(lambda: s3_server.get_json(FEATURES) is not None, "the 60-second write", timeout=120)
-        assert process.popen.poll() is None
-        assert {f["name"] for f in s3_server.get_json(FEATURES)[0][1]["features"]} == {"alpha", "beta"}
-        assert len(s3_server.get_json(TOKENS)) == 1
-    finally:
-        _, err = process.stop(signal.SIGTERM)
-    assert process.popen.returncode == 0, err
 
 
 def test_s3_going_away_costs_one_log_line(counting: CountingUpstream, s3_server: S3Server) -> None:
@@ -271,3 +292,21 @@ def test_bad_s3_options_stop_the_start_with_one_line(args: list[str], env: dict[
     _, err = process.popen.communicate(timeout=60)
     assert process.popen.returncode == 2
     assert len(err.strip().splitlines()) == 1 and says in err, err
+
+
+def test_the_periodic_write_puts_back_what_the_bucket_lost(lost_objects: LostObjects) -> None:
+    """Edge writes every 60 s whether or not anything changed (create_persist_data_task): objects deleted
+    while nothing changes come back without a stop. Last in the module: `lost_objects` deleted them when
+    the module's first test began."""
+    if lost_objects.error is not None:
+        raise lost_objects.error
+    process, s3_server = lost_objects.process, lost_objects.s3_server
+    assert process is not None
+    try:
+        wait_for(lambda: s3_server.get_json(FEATURES) is not None, "the 60-second write", timeout=120)
+        assert process.popen.poll() is None
+        assert {f["name"] for f in s3_server.get_json(FEATURES)[0][1]["features"]} == {"alpha", "beta"}
+        assert len(s3_server.get_json(TOKENS)) == 1
+    finally:
+        _, err = process.stop(signal.SIGTERM)
+    assert process.popen.returncode == 0, err
