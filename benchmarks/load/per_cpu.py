@@ -31,6 +31,13 @@ answers more than the faster's. So during these runs it has one CPU to itself (`
 default the last) and every service the others, as a client on another machine would; `none` leaves
 both to the scheduler.
 
+Where the kernel's TCP congestion control is BBR (`net.ipv4.tcp_congestion_control`; the run logs it and
+the report states it), it paces each loopback connection by an estimate of how fast the client reads, and
+the fixed-rate client, which is Python, drives that estimate of some connections down to a few MB/s: their
+answers then take 20-70 ms to arrive however fast the server made them (benchmarks/load/loopback.py).
+`--loopback-cc reno` runs everything in a network namespace of its own whose loopback does not pace (root
+and iproute2 needed; the machine's settings are left alone).
+
 Scenarios (benchmarks/load/scenarios.py): `post-unique` (POST /proxy, a new userId per request: no cache
 can help) and `get-empty` (GET /proxy with no context, answered from the response cache). After the rounds,
 the RSS (VmRSS) of each serving process: with one worker the proxy, the edge and the ceiling are each one
@@ -58,7 +65,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from benchmarks.load import fixed_rate, wrk
+from benchmarks.load import fixed_rate, loopback, wrk
 from benchmarks.load.edge import edge_scenario, start_edge
 from benchmarks.load.probe import Probe, baseline_route, probe
 from benchmarks.load.processes import QUIET_TIMEOUT, Service, pinned, wait_until_quiet
@@ -419,6 +426,13 @@ def main(argv: list[str] | None = None) -> int:
         help="the CPU the fixed-rate client has to itself, every service the others: a number, `last` "
         "(the default, on a machine of 2 CPUs or more) or `none` (no pinning)",
     )
+    parser.add_argument(
+        "--loopback-cc",
+        metavar="NAME",
+        help="run everything in a network namespace of its own whose loopback uses this TCP congestion "
+        "control (e.g. reno; needs root and iproute2): the machine's BBR paces loopback connections by a "
+        "bandwidth estimate a slow client drives down (benchmarks/load/loopback.py). Default: the machine's",
+    )
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     parser.add_argument("--keep", action="store_true", help="keep the run's directory")
     parser.add_argument(
@@ -460,6 +474,21 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--connections must be at least --threads")
     if not wrk.available():
         parser.error("wrk is not installed (apt-get install wrk)")
+    if args.loopback_cc:
+        try:
+            loopback.private_loopback(args.loopback_cc)
+        except loopback.LoopbackError as error:
+            parser.error(f"--loopback-cc: {error}")
+    congestion = loopback.congestion_control()
+    stderr_log(
+        f"loopback TCP congestion control: {congestion}"
+        + (" (a private namespace)" if args.loopback_cc else "")
+    )
+    if loopback.paces_loopback(congestion) and args.p99_seconds > 0:
+        stderr_log(
+            f"{congestion} paces each loopback connection by its estimate of the client's reading speed: the "
+            "fixed-rate p99 then measures that estimate more than the servers (--loopback-cc reno avoids it)"
+        )
     options = Options(
         flags=tuple(flags),
         scenarios=(),
@@ -479,8 +508,13 @@ def main(argv: list[str] | None = None) -> int:
         pairs += found
         tails += tailed
     print(markdown(pairs, tails, rss))
+    print(
+        f"\nLoopback TCP congestion control: {congestion}"
+        + (" (a private network namespace)" if args.loopback_cc else " (the machine's)")
+    )
     if args.json:
         document = {
+            "loopback_congestion_control": congestion,
             "pairs": [
                 {**p.summary(), "rounds": [[asdict(a), asdict(b)] for a, b in p.rounds]} for p in pairs
             ],
