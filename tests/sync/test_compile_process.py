@@ -13,17 +13,8 @@ import time
 import orjson
 
 from benchmarks.datasets import snapshot_payload
+from flagproxy.http.logger import make_logger
 from flagproxy.instance.compiler import ImageCompiler
-
-
-class _Said:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def warn(self, message: str) -> None:
-        self.lines.append(message)
-
-    warning = error = info = warn
 
 
 def _held_elsewhere(size: int) -> list[str]:
@@ -48,7 +39,7 @@ def test_the_serving_process_keeps_no_copy_of_a_document_it_had_compiled_apart()
 
 async def _compile_twice() -> None:
     document = orjson.dumps(snapshot_payload(500))
-    compiler = ImageCompiler((), _Said(), apart=lambda: True)
+    compiler = ImageCompiler((), make_logger(None, "warn", False), apart=lambda: True)
     try:
         for _ in range(2):  # the first compile starts the process; the second goes to a running one
             compiled = await compiler.compile(document)
